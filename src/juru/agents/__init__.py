@@ -1,0 +1,1 @@
+"""Agents: compiled LangGraph graphs built from features or hosted-agent specs."""

@@ -1,0 +1,43 @@
+"""`create_app(settings)`: the FastAPI app; its lifespan owns every open resource."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+
+import juru
+from juru.context import open_context
+from juru.http import health, playground
+from juru.http.errors import install_error_handlers
+from juru.settings import Settings
+
+
+def create_app(settings: Settings) -> FastAPI:
+    """Build the app for `settings`; nothing is opened until the app starts."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with open_context(settings) as context:
+            app.state.context = context
+            yield
+
+    app = FastAPI(
+        title="Juru",
+        version=juru.__version__,
+        description="Self-hosted agent server: playground API, hosted agents, Agent Runtime.",
+        lifespan=lifespan,
+    )
+    install_error_handlers(app)
+    app.include_router(health.router)
+    if settings.playground_enabled:
+        app.include_router(playground.router)
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.playground_origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["Content-Type"],
+        )
+    return app

@@ -1,0 +1,48 @@
+"""The `juru` command: serve the API, manage the database."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+import uvicorn
+from rich.console import Console
+
+from juru.settings import Settings
+from juru.store.migrations import upgrade_to_head
+from juru.store.urls import DatabaseUrl
+
+cli = typer.Typer(help="Juru: a self-hosted agent server.", no_args_is_help=True)
+db_cli = typer.Typer(help="Database commands.", no_args_is_help=True)
+cli.add_typer(db_cli, name="db")
+console = Console(stderr=True)
+
+
+@cli.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Address to bind (default 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default $PORT, else 8000).")] = None,
+) -> None:
+    """Serve the HTTP API."""
+    from juru.app import create_app
+
+    settings = Settings()
+    bind_host, bind_port = host or settings.host, port or settings.port
+    console.print(
+        f"Juru on http://{bind_host}:{bind_port} · database {DatabaseUrl.parse(settings.database_url).dialect}"
+        f" · default model {settings.default_model}"
+        f" · playground {'on' if settings.playground_enabled else 'off'}"
+    )
+    uvicorn.run(create_app(settings), host=bind_host, port=bind_port, log_level="info")
+
+
+@db_cli.command("upgrade")
+def db_upgrade() -> None:
+    """Apply the database migrations."""
+    settings = Settings()
+    upgrade_to_head(DatabaseUrl.parse(settings.database_url))
+    console.print("database is at the latest migration")
+
+
+def main() -> None:
+    cli()

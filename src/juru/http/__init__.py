@@ -1,0 +1,1 @@
+"""HTTP faces: thin FastAPI routers over the services."""

@@ -1,0 +1,162 @@
+"""The model catalog: `provider/model` ids resolved to LangChain chat models, with prices.
+
+The catalog ships as `catalog.toml` beside this module; `JURU_MODEL_CATALOG` names a file of
+the same shape whose providers and models are merged over it.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Literal
+
+from langchain_core.language_models import BaseChatModel
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from juru.models.demo import DemoChatModel
+
+BUILTIN_CATALOG = Path(__file__).with_name("catalog.toml")
+TOKENS_PER_PRICE_UNIT = Decimal(1_000_000)
+
+
+class CatalogError(ValueError):
+    """The catalog file is malformed."""
+
+
+class UnknownModelError(KeyError):
+    """The model id is not in the catalog."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class ProviderNotConfiguredError(RuntimeError):
+    """The provider's credential is missing from the environment."""
+
+
+class ProviderSpec(BaseModel):
+    """How to reach one provider."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["openai", "anthropic", "demo"]
+    base_url: str | None = None
+    base_url_env: str | None = None
+    api_key_env: str | None = None
+    api_key_required: bool = True
+
+
+class ModelSpec(BaseModel):
+    """One catalog entry."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(pattern=r"^[A-Za-z0-9_.-]+/.+$")
+    label: str = ""
+    input_rupiah_per_million: Decimal = Field(ge=0)
+    output_rupiah_per_million: Decimal = Field(ge=0)
+    agents: bool = False
+
+    @property
+    def provider(self) -> str:
+        return self.id.split("/", 1)[0]
+
+    @property
+    def provider_model(self) -> str:
+        """The model name the provider knows (everything after the first slash)."""
+        return self.id.split("/", 1)[1]
+
+    def cost_rupiah(self, input_tokens: int, output_tokens: int) -> Decimal:
+        """Exact price of one call's tokens."""
+        return (
+            self.input_rupiah_per_million * input_tokens
+            + self.output_rupiah_per_million * output_tokens
+        ) / TOKENS_PER_PRICE_UNIT
+
+
+class _CatalogFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    providers: dict[str, ProviderSpec] = Field(default_factory=dict)
+    models: list[ModelSpec] = Field(default_factory=list)
+
+
+def _read_catalog_file(path: Path) -> _CatalogFile:
+    try:
+        raw: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
+        return _CatalogFile.model_validate(raw)
+    except (OSError, tomllib.TOMLDecodeError, ValidationError) as error:
+        raise CatalogError(f"model catalog {path}: {error}") from error
+
+
+class ModelCatalog:
+    """Providers and models, and the chat models built from them (cached per credential)."""
+
+    def __init__(self, providers: Mapping[str, ProviderSpec], models: list[ModelSpec]) -> None:
+        self.providers = dict(providers)
+        self._models = {model.id: model for model in models}
+        for model in models:
+            if model.provider not in self.providers:
+                raise CatalogError(f"model {model.id}: unknown provider {model.provider!r}")
+        self._chat_models: dict[tuple[str, str | None, str | None], BaseChatModel] = {}
+
+    @classmethod
+    def load(cls, extra: Path | None = None) -> ModelCatalog:
+        """The built-in catalog, with `extra` (if given) merged over it."""
+        files = [_read_catalog_file(BUILTIN_CATALOG)]
+        if extra is not None:
+            files.append(_read_catalog_file(extra))
+        providers: dict[str, ProviderSpec] = {}
+        models: dict[str, ModelSpec] = {}
+        for catalog_file in files:
+            providers.update(catalog_file.providers)
+            models.update({model.id: model for model in catalog_file.models})
+        return cls(providers, list(models.values()))
+
+    def models(self) -> list[ModelSpec]:
+        return list(self._models.values())
+
+    def get(self, model_id: str) -> ModelSpec:
+        try:
+            return self._models[model_id]
+        except KeyError:
+            raise UnknownModelError(f"model {model_id!r} is not in the catalog") from None
+
+    def chat_model(self, model_id: str, env: Mapping[str, str]) -> BaseChatModel:
+        """A LangChain chat model for `model_id`, with credentials read from `env`."""
+        spec = self.get(model_id)
+        provider = self.providers[spec.provider]
+        api_key = env.get(provider.api_key_env) if provider.api_key_env else None
+        if provider.kind != "demo" and provider.api_key_required and not api_key:
+            raise ProviderNotConfiguredError(
+                f"model {model_id} needs {provider.api_key_env}, which is not set"
+            )
+        base_url = env.get(provider.base_url_env or "") or provider.base_url
+        key = (model_id, base_url, api_key)
+        if key not in self._chat_models:
+            self._chat_models[key] = _build_chat_model(spec, provider, base_url, api_key)
+        return self._chat_models[key]
+
+
+def _build_chat_model(
+    spec: ModelSpec, provider: ProviderSpec, base_url: str | None, api_key: str | None
+) -> BaseChatModel:
+    if provider.kind == "demo":
+        return DemoChatModel()
+    if provider.kind == "anthropic":
+        from langchain_anthropic import ChatAnthropic
+
+        anthropic_options: dict[str, Any] = {"base_url": base_url} if base_url else {}
+        return ChatAnthropic(
+            model_name=spec.provider_model, api_key=api_key or "", **anthropic_options
+        )
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(
+        model=spec.provider_model,
+        api_key=api_key or "not-needed",
+        base_url=base_url,
+        stream_usage=True,
+    )

@@ -1,0 +1,124 @@
+"""The playground service: run a named feature for one message, or resume it."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+import weakref
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from langgraph.pregel import Pregel
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from juru import runner
+from juru.agents.features import Feature
+from juru.agents.registry import FeatureRegistry
+from juru.review import InvalidReviewError
+from juru.store.playground_threads import claim_playground_thread, playground_thread_feature
+
+THREAD_PREFIX = "playground-"
+CHECKPOINT_NAMESPACE = "playground:"
+
+
+class FeatureNotFoundError(KeyError):
+    """No feature has that name."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class PlaygroundRequestError(ValueError):
+    """The request cannot be carried out as asked (the 400s of the playground)."""
+
+
+def new_thread_id() -> str:
+    return f"{THREAD_PREFIX}{uuid.uuid4().hex[:12]}"
+
+
+def checkpoint_thread(thread_id: str) -> str:
+    """Playground threads keep their state apart from every other face's threads."""
+    return f"{CHECKPOINT_NAMESPACE}{thread_id}"
+
+
+class Playground:
+    """Runs features for single messages; state lives in the checkpointer, per thread."""
+
+    def __init__(
+        self,
+        registry: FeatureRegistry,
+        engine: AsyncEngine,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.registry = registry
+        self.engine = engine
+        self.clock = clock
+        self._thread_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+            weakref.WeakValueDictionary()
+        )
+
+    def _lock(self, thread_id: str) -> asyncio.Lock:
+        # One turn at a time per thread in this process; idle locks are dropped with their users.
+        lock = self._thread_locks.get(thread_id)
+        if lock is None:
+            lock = self._thread_locks[thread_id] = asyncio.Lock()
+        return lock
+
+    def features(self) -> list[Feature]:
+        return list(self.registry.features)
+
+    async def _agent(self, feature: str) -> Pregel[Any, Any, Any, Any]:
+        try:
+            self.registry.find(feature)
+        except KeyError as error:
+            raise FeatureNotFoundError(str(error.args[0])) from None
+        return await self.registry.agent(feature)
+
+    async def send_message(
+        self, feature: str, message: str, thread_id: str | None, max_steps: int
+    ) -> runner.Turn:
+        """Send `message` to `feature` on `thread_id` (a new thread when None or empty)."""
+        agent = await self._agent(feature)
+        if not message.strip():
+            raise PlaygroundRequestError("message must contain more than white space")
+        thread_id = thread_id or new_thread_id()
+        async with self._lock(thread_id):
+            owner = await claim_playground_thread(self.engine, thread_id, feature, self.clock())
+            if owner != feature:
+                raise PlaygroundRequestError(
+                    f"thread {thread_id} belongs to feature {owner!r}, not {feature!r}"
+                )
+            try:
+                turn = await runner.send_message(
+                    agent, message, checkpoint_thread(thread_id), max_steps
+                )
+            except runner.ThreadAwaitingReviewError:
+                raise PlaygroundRequestError(
+                    f"thread {thread_id} is waiting for a review decision; "
+                    "answer it with POST /playground/resume first"
+                ) from None
+        turn.thread_id = thread_id
+        return turn
+
+    async def resume(
+        self, feature: str, thread_id: str, value: Any, max_steps: int
+    ) -> runner.Turn:
+        """Resume a paused `thread_id` of `feature` with `value` (checked if it is a review)."""
+        agent = await self._agent(feature)
+        async with self._lock(thread_id):
+            owner = await playground_thread_feature(self.engine, thread_id)
+            if owner is not None and owner != feature:
+                raise PlaygroundRequestError(
+                    f"thread {thread_id} belongs to feature {owner!r}, not {feature!r}"
+                )
+            try:
+                turn = await runner.resume(agent, value, checkpoint_thread(thread_id), max_steps)
+            except runner.NothingToResumeError:
+                raise PlaygroundRequestError(
+                    f"thread {thread_id} is not waiting for a decision"
+                ) from None
+            except InvalidReviewError as error:
+                raise PlaygroundRequestError(f"invalid review: {error}") from None
+        turn.thread_id = thread_id
+        return turn

@@ -1,0 +1,269 @@
+"""The runner: the one place that drives LangGraph graphs.
+
+Every face of Juru (playground, hosted runs, the Agent Runtime contract) sends messages,
+resumes interrupts and reads pending reviews through these functions. A turn streams the graph
+with `stream_mode="updates"` and `subgraphs=True`, so steps of subagents (graphs called from
+inside a tool) arrive too, with their depth.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    ToolMessage,
+    convert_to_messages,
+)
+from langchain_core.runnables import RunnableConfig
+from langgraph.pregel import Pregel
+from langgraph.types import Command
+
+from juru.review import InvalidReviewError, is_review_request, validate_review
+
+DEFAULT_MAX_STEPS = 25
+
+__all__ = [
+    "DEFAULT_MAX_STEPS",
+    "Event",
+    "InvalidReviewError",
+    "NothingToResumeError",
+    "Step",
+    "ThreadAwaitingReviewError",
+    "Turn",
+    "TurnError",
+    "TurnStream",
+    "pending_review_of",
+    "resume",
+    "send_message",
+    "stream_message",
+    "stream_resume",
+    "submit_review",
+]
+
+
+class ThreadAwaitingReviewError(RuntimeError):
+    """A new message was sent to a thread that is waiting for a decision."""
+
+
+class NothingToResumeError(RuntimeError):
+    """Resume was asked of a thread that is not waiting."""
+
+
+@dataclass(frozen=True)
+class Event:
+    """What a step did, in the playground's terms: a tool call, a tool result or model text."""
+
+    type: str
+    name: str | None = None
+    args: dict[str, Any] | None = None
+    content: str | None = None
+    failed: bool = False
+
+
+def events_of(message: BaseMessage) -> list[Event]:
+    """The events one message stands for (user and system messages stand for none)."""
+    if isinstance(message, AIMessage):
+        events = [Event("text", content=message.text)] if message.text else []
+        events.extend(
+            Event("tool_call", name=call["name"], args=dict(call["args"]))
+            for call in message.tool_calls
+        )
+        return events
+    if isinstance(message, ToolMessage):
+        return [
+            Event(
+                "tool_result",
+                name=message.name,
+                content=message.text,
+                failed=message.status == "error",
+            )
+        ]
+    return []
+
+
+@dataclass(frozen=True)
+class Step:
+    """One node that finished: its name, the messages it produced, and its depth."""
+
+    node: str
+    messages: tuple[BaseMessage, ...]
+    depth: int
+
+    @property
+    def events(self) -> list[Event]:
+        return [event for message in self.messages for event in events_of(message)]
+
+
+@dataclass(frozen=True)
+class TurnError:
+    """What stopped the agent: the exception's class name and message."""
+
+    type: str
+    message: str
+
+
+@dataclass
+class Turn:
+    """The outcome of one message or resume."""
+
+    thread_id: str
+    steps: list[Step] = field(default_factory=list)
+    pending_review: Any | None = None
+    error: TurnError | None = None
+    seconds: float = 0.0
+
+    @property
+    def answer(self) -> str | None:
+        """The agent's final text, or None while it waits for a decision or after a failure."""
+        if self.pending_review is not None or self.error is not None:
+            return None
+        top_level = [m for step in self.steps if step.depth == 0 for m in step.messages]
+        if not top_level:
+            return None
+        last = top_level[-1]
+        if isinstance(last, AIMessage) and not last.tool_calls:
+            return last.text
+        return None
+
+
+def _config(thread_id: str, max_steps: int) -> RunnableConfig:
+    return {"configurable": {"thread_id": thread_id}, "recursion_limit": max_steps}
+
+
+def messages_in_update(update: Any) -> tuple[BaseMessage, ...]:
+    """The messages a node's state update adds (tolerating any update shape)."""
+    if not isinstance(update, dict):
+        return ()
+    raw = update.get("messages")
+    if raw is None:
+        return ()
+    items = raw if isinstance(raw, list | tuple) else [raw]
+    try:
+        messages = convert_to_messages(items)
+    except (ValueError, NotImplementedError):
+        return ()
+    return tuple(m for m in messages if not isinstance(m, RemoveMessage))
+
+
+async def pending_review_of(agent: Pregel[Any, Any, Any, Any], thread_id: str) -> Any | None:
+    """The value the thread's paused `interrupt()` offered, or None if it is not waiting."""
+    state = await agent.aget_state(_config(thread_id, DEFAULT_MAX_STEPS))
+    for interrupt in state.interrupts:
+        return interrupt.value
+    return None
+
+
+class TurnStream:
+    """An async iterator of a turn's steps; `turn` holds the whole outcome once it ends."""
+
+    def __init__(
+        self,
+        agent: Pregel[Any, Any, Any, Any],
+        graph_input: Any,
+        thread_id: str,
+        max_steps: int,
+        resume_value: Any = None,
+    ) -> None:
+        self.agent = agent
+        self.graph_input = graph_input
+        self.thread_id = thread_id
+        self.max_steps = max_steps
+        self.resume_value = resume_value
+        self.turn = Turn(thread_id=thread_id)
+
+    async def _check_preconditions(self) -> None:
+        pending = await pending_review_of(self.agent, self.thread_id)
+        if not isinstance(self.graph_input, Command):
+            if pending is not None:
+                raise ThreadAwaitingReviewError(
+                    f"thread {self.thread_id} is waiting for a review decision; resume it first"
+                )
+            return
+        if pending is None:
+            raise NothingToResumeError(f"thread {self.thread_id} is not waiting for anything")
+        if is_review_request(pending):
+            validate_review(pending, self.resume_value)
+
+    async def __aiter__(self) -> AsyncIterator[Step]:
+        await self._check_preconditions()
+        started = time.perf_counter()
+        config = _config(self.thread_id, self.max_steps)
+        try:
+            async for namespace, update in self.agent.astream(
+                self.graph_input, config, stream_mode="updates", subgraphs=True
+            ):
+                for node, value in update.items():
+                    if node.startswith("__"):
+                        continue
+                    step = Step(node, messages_in_update(value), depth=len(namespace))
+                    self.turn.steps.append(step)
+                    yield step
+        except Exception as error:
+            self.turn.error = TurnError(type(error).__name__, str(error))
+        if self.turn.error is None:
+            self.turn.pending_review = await pending_review_of(self.agent, self.thread_id)
+        self.turn.seconds = time.perf_counter() - started
+
+    async def run(self) -> Turn:
+        """Run the turn to its end and return it."""
+        async for _ in self:
+            pass
+        return self.turn
+
+
+def stream_message(
+    agent: Pregel[Any, Any, Any, Any],
+    message: str | Sequence[BaseMessage],
+    thread_id: str,
+    max_steps: int = DEFAULT_MAX_STEPS,
+) -> TurnStream:
+    """Send a user message (or explicit messages) and stream the steps that follow."""
+    messages = [HumanMessage(message)] if isinstance(message, str) else list(message)
+    return TurnStream(agent, {"messages": messages}, thread_id, max_steps)
+
+
+def stream_resume(
+    agent: Pregel[Any, Any, Any, Any],
+    value: Any,
+    thread_id: str,
+    max_steps: int = DEFAULT_MAX_STEPS,
+) -> TurnStream:
+    """Resume a paused thread with `value` (checked first if the pause is a review)."""
+    return TurnStream(agent, Command(resume=value), thread_id, max_steps, resume_value=value)
+
+
+async def send_message(
+    agent: Pregel[Any, Any, Any, Any],
+    message: str | Sequence[BaseMessage],
+    thread_id: str,
+    max_steps: int = DEFAULT_MAX_STEPS,
+) -> Turn:
+    """Send a user message and run the agent until it answers, pauses or fails."""
+    return await stream_message(agent, message, thread_id, max_steps).run()
+
+
+async def resume(
+    agent: Pregel[Any, Any, Any, Any],
+    value: Any,
+    thread_id: str,
+    max_steps: int = DEFAULT_MAX_STEPS,
+) -> Turn:
+    """Resume a paused thread with any value (the result of its `interrupt()`)."""
+    return await stream_resume(agent, value, thread_id, max_steps).run()
+
+
+async def submit_review(
+    agent: Pregel[Any, Any, Any, Any],
+    decisions: Sequence[Any],
+    thread_id: str,
+    max_steps: int = DEFAULT_MAX_STEPS,
+) -> Turn:
+    """Resume a paused review with one decision per action request."""
+    return await resume(agent, {"decisions": list(decisions)}, thread_id, max_steps)

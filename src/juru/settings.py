@@ -1,0 +1,75 @@
+"""Settings: one pydantic-settings class, read from the environment and `.env`.
+
+Nothing reads it at import time: `Settings()` is built by the CLI (or a test) and handed to
+`create_app(settings)`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+from dotenv import dotenv_values
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+DEFAULT_PLAYGROUND_ORIGINS = ("http://127.0.0.1:8001", "http://localhost:8001")
+
+
+def _comma_list(value: Any) -> Any:
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    return value
+
+
+class Settings(BaseSettings):
+    """Every setting Juru reads; environment names are in each field's alias."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="JURU_",
+        env_file=".env",
+        extra="ignore",
+        populate_by_name=True,
+    )
+
+    database_url: str = "sqlite:///.juru/juru.db"
+    default_model: str = "juru/demo"
+    model_catalog: Path | None = None
+    features: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, validation_alias=AliasChoices("PORT", "JURU_PORT"))
+    playground_enabled: bool = Field(
+        default=False, validation_alias=AliasChoices("PLAYGROUND_ENABLED", "playground_enabled")
+    )
+    playground_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: list(DEFAULT_PLAYGROUND_ORIGINS),
+        validation_alias=AliasChoices("PLAYGROUND_ORIGINS", "playground_origins"),
+    )
+    provider_env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Provider credentials and base URLs; filled from `.env` and the environment.",
+    )
+
+    @field_validator("features", "playground_origins", mode="before")
+    @classmethod
+    def _split_commas(cls, value: Any) -> Any:
+        return _comma_list(value)
+
+    def model_post_init(self, context: Any, /) -> None:
+        if not self.provider_env:
+            self.provider_env = read_provider_env()
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+
+def read_provider_env(env_file: Path = Path(".env"), environ: Mapping[str, str] | None = None) -> (
+    dict[str, str]
+):
+    """Variables from `.env` overlaid by the process environment (the environment wins)."""
+    values = {k: v for k, v in dotenv_values(env_file).items() if v is not None}
+    values.update(os.environ if environ is None else environ)
+    return values

@@ -1,0 +1,1 @@
+"""Storage: SQLAlchemy Core tables, Alembic migrations and LangGraph's checkpointer."""

@@ -1,0 +1,43 @@
+"""LangGraph's checkpointer on the same database as Juru's tables."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import aiosqlite
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from juru.store.database import SQLITE_BUSY_TIMEOUT_MS
+from juru.store.urls import DatabaseUrl
+
+POSTGRES_POOL_MAX = 10
+
+
+@asynccontextmanager
+async def open_checkpointer(database: DatabaseUrl) -> AsyncIterator[BaseCheckpointSaver[str]]:
+    """Open (and set up) the SQLite or PostgreSQL saver for `database`."""
+    if database.is_sqlite:
+        database.ensure_directory()
+        async with aiosqlite.connect(database.sqlite_path) as connection:
+            await connection.execute("PRAGMA journal_mode=WAL")
+            await connection.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+            sqlite_saver = AsyncSqliteSaver(connection)
+            await sqlite_saver.setup()
+            yield sqlite_saver
+        return
+    pool = AsyncConnectionPool(
+        database.libpq_dsn(),
+        min_size=1,
+        max_size=POSTGRES_POOL_MAX,
+        open=False,
+        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+    )
+    async with pool:
+        postgres_saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
+        await postgres_saver.setup()
+        yield postgres_saver

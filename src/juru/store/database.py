@@ -1,0 +1,31 @@
+"""The async SQLAlchemy engine that every store query runs on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from juru.store.urls import DatabaseUrl
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def _tune_sqlite_connection(dbapi_connection: Any, _record: Any) -> None:
+    # WAL lets readers and the checkpointer's connection work while a writer commits.
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def create_engine(database: DatabaseUrl) -> AsyncEngine:
+    """An async engine for `database`, with SQLite tuned for concurrent access."""
+    database.ensure_directory()
+    if database.is_sqlite:
+        engine = create_async_engine(database.async_url())
+        event.listen(engine.sync_engine, "connect", _tune_sqlite_connection)
+        return engine
+    return create_async_engine(database.async_url(), pool_pre_ping=True)

@@ -1,0 +1,46 @@
+"""Queries on `playground_threads`: which feature each playground thread belongs to."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import select, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from juru.store.tables import playground_threads
+
+
+async def claim_playground_thread(
+    engine: AsyncEngine, thread_id: str, feature: str, now: datetime
+) -> str:
+    """Record `thread_id` for `feature` unless it exists; return the feature that owns it."""
+    insert = sqlite_insert if engine.dialect.name == "sqlite" else postgresql_insert
+    statement = (
+        insert(playground_threads)
+        .values(thread_id=thread_id, feature=feature, created_at=now, updated_at=now)
+        .on_conflict_do_nothing(index_elements=["thread_id"])
+    )
+    async with engine.begin() as connection:
+        await connection.execute(statement)
+        owner = await connection.scalar(
+            select(playground_threads.c.feature).where(playground_threads.c.thread_id == thread_id)
+        )
+        if owner == feature:
+            await connection.execute(
+                update(playground_threads)
+                .where(playground_threads.c.thread_id == thread_id)
+                .values(updated_at=now)
+            )
+    assert owner is not None
+    return str(owner)
+
+
+async def playground_thread_feature(engine: AsyncEngine, thread_id: str) -> str | None:
+    """The feature a playground thread belongs to, or None if it was never used."""
+    async with engine.connect() as connection:
+        owner = await connection.scalar(
+            select(playground_threads.c.feature).where(playground_threads.c.thread_id == thread_id)
+        )
+    return None if owner is None else str(owner)
