@@ -28,8 +28,9 @@ def serve(
 
     settings = Settings()
     bind_host, bind_port = host or settings.host, port or settings.port
+    dialect = DatabaseUrl.parse(settings.database_url).dialect
     console.print(
-        f"Juru on http://{bind_host}:{bind_port} · database {DatabaseUrl.parse(settings.database_url).dialect}"
+        f"Juru on http://{bind_host}:{bind_port} · database {dialect}"
         f" · default model {settings.default_model}"
         f" · playground {'on' if settings.playground_enabled else 'off'}"
     )

@@ -101,9 +101,7 @@ class Playground:
         turn.thread_id = thread_id
         return turn
 
-    async def resume(
-        self, feature: str, thread_id: str, value: Any, max_steps: int
-    ) -> runner.Turn:
+    async def resume(self, feature: str, thread_id: str, value: Any, max_steps: int) -> runner.Turn:
         """Resume a paused `thread_id` of `feature` with `value` (checked if it is a review)."""
         agent = await self._agent(feature)
         async with self._lock(thread_id):

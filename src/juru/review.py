@@ -29,9 +29,9 @@ class Decision:
     message: str | None = None
 
 
-def review_request(calls: Iterable[Mapping[str, Any]], descriptions: Mapping[str, str]) -> dict[
-    str, Any
-]:
+def review_request(
+    calls: Iterable[Mapping[str, Any]], descriptions: Mapping[str, str]
+) -> dict[str, Any]:
     """The interrupt payload for tool calls that need approval (in the model's order)."""
     action_requests = [
         {
@@ -93,7 +93,7 @@ def validate_review(request: Mapping[str, Any], value: Any) -> list[Decision]:
     """Check `value` against the pending `request`; the first failure raises InvalidReviewError."""
     decisions = value.get("decisions") if isinstance(value, Mapping) else None
     if not isinstance(decisions, list):
-        raise InvalidReviewError("the review must be an object {\"decisions\": [...]}")
+        raise InvalidReviewError('the review must be an object {"decisions": [...]}')
     action_requests = request["action_requests"]
     if len(decisions) != len(action_requests):
         raise InvalidReviewError(

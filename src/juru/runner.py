@@ -199,6 +199,8 @@ class TurnStream:
             async for namespace, update in self.agent.astream(
                 self.graph_input, config, stream_mode="updates", subgraphs=True
             ):
+                if not isinstance(update, dict):
+                    continue
                 for node, value in update.items():
                     if node.startswith("__"):
                         continue

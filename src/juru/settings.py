@@ -66,9 +66,9 @@ class Settings(BaseSettings):
         return self.database_url.startswith("sqlite")
 
 
-def read_provider_env(env_file: Path = Path(".env"), environ: Mapping[str, str] | None = None) -> (
-    dict[str, str]
-):
+def read_provider_env(
+    env_file: Path = Path(".env"), environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """Variables from `.env` overlaid by the process environment (the environment wins)."""
     values = {k: v for k, v in dotenv_values(env_file).items() if v is not None}
     values.update(os.environ if environ is None else environ)

@@ -88,7 +88,9 @@ def builtin_features(settings: Settings, catalog: ModelCatalog) -> list[Feature]
     return [
         Feature(
             name="ReAct",
-            description=f"Basic agent with a weather tool; the same agent as POST /chat. {on_model}",
+            description=(
+                f"Basic agent with a weather tool; the same agent as POST /chat. {on_model}"
+            ),
             build_agent=lambda: build_react(model()),
             examples=("What is the weather in sf?", "Cuaca di Jakarta?"),
         ),

@@ -56,7 +56,9 @@ def close_dangling_calls(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
         if isinstance(message, AIMessage):
             repaired.extend(
                 ToolMessage(
-                    UNANSWERED_CALL_TEXT, tool_call_id=call["id"], name=call["name"],
+                    UNANSWERED_CALL_TEXT,
+                    tool_call_id=call["id"],
+                    name=call["name"],
                     status="error",
                 )
                 for call in message.tool_calls
@@ -125,7 +127,7 @@ class ToolAgent:
         results, edited_calls = self._apply(guarded, decisions)
         updates: list[AnyMessage] = list(results)
         if edited_calls:
-            new_calls = [edited_calls.get(call["id"], call) for call in ai.tool_calls]
+            new_calls = [edited_calls.get(call["id"] or "", call) for call in ai.tool_calls]
             updates.insert(0, ai.model_copy(update={"tool_calls": new_calls}))
         answered = {result.tool_call_id for result in results}
         runnable = [call for call in calls if call["id"] not in answered]

@@ -23,7 +23,9 @@ class FeatureOut(BaseModel):
 
     @classmethod
     def of(cls, feature: Feature) -> FeatureOut:
-        return cls(name=feature.name, description=feature.description, examples=list(feature.examples))
+        return cls(
+            name=feature.name, description=feature.description, examples=list(feature.examples)
+        )
 
 
 class MessageIn(_Body):
@@ -73,7 +75,9 @@ class TurnOut(BaseModel):
             thread_id=turn.thread_id,
             answer=turn.answer,
             pending_review=turn.pending_review,
-            error=ErrorOut(type=turn.error.type, message=turn.error.message) if turn.error else None,
+            error=ErrorOut(type=turn.error.type, message=turn.error.message)
+            if turn.error
+            else None,
             seconds=round(turn.seconds, 3),
             steps=[
                 StepOut(

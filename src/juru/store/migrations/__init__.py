@@ -17,9 +17,8 @@ def alembic_config(database: DatabaseUrl) -> Config:
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     config.set_main_option(
-        "sqlalchemy.url", database.sync_url().render_as_string(hide_password=False).replace(
-            "%", "%%"
-        )
+        "sqlalchemy.url",
+        database.sync_url().render_as_string(hide_password=False).replace("%", "%%"),
     )
     return config
 

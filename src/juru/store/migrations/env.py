@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from alembic import context
-from sqlalchemy import create_engine
+from sqlalchemy import Connection, create_engine
 
 from juru.store.tables import metadata
 
 
-def _run(connection: object) -> None:
+def _run(connection: Connection) -> None:
     context.configure(connection=connection, target_metadata=metadata, render_as_batch=True)
     with context.begin_transaction():
         context.run_migrations()

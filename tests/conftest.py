@@ -1,0 +1,122 @@
+"""Shared fixtures: a real database per test (SQLite file or a fresh PostgreSQL database)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from fastapi import FastAPI
+from httpx import ASGITransport, AsyncClient
+
+from juru.app import create_app
+from juru.settings import Settings
+from juru.store.checkpointer import open_checkpointer
+from juru.store.migrations import upgrade_to_head
+from juru.store.urls import DatabaseUrl
+
+POSTGRES_URL = os.environ.get("JURU_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+REQUIRE_POSTGRES = os.environ.get("JURU_REQUIRE_POSTGRES") == "1"
+DATABASES = [
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgresql", id="postgresql", marks=pytest.mark.postgresql),
+]
+
+
+def _postgres_unreachable_reason() -> str | None:
+    try:
+        with psycopg.connect(POSTGRES_URL, connect_timeout=3):
+            return None
+    except psycopg.Error as error:
+        return f"PostgreSQL at {POSTGRES_URL} is not reachable: {error}"
+
+
+def _admin_execute(sql: str) -> None:
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as connection:
+        connection.execute(sql)  # type: ignore[arg-type]
+
+
+def _database_url(name: str) -> str:
+    return DatabaseUrl.parse(POSTGRES_URL).url.set(database=name).render_as_string(False)
+
+
+@pytest.fixture(scope="session")
+def postgres_template() -> Iterator[str]:
+    """A migrated PostgreSQL database (Juru's tables and the checkpointer's) to clone per test."""
+    reason = _postgres_unreachable_reason()
+    if reason is not None:
+        if REQUIRE_POSTGRES:
+            pytest.fail(f"{reason} (JURU_REQUIRE_POSTGRES=1)")
+        pytest.skip(reason)
+    name = f"juru_template_{uuid.uuid4().hex[:10]}"
+    _admin_execute(f'CREATE DATABASE "{name}"')
+    database = DatabaseUrl.parse(_database_url(name))
+    upgrade_to_head(database)
+
+    async def setup_checkpointer() -> None:
+        async with open_checkpointer(database):
+            pass
+
+    asyncio.run(setup_checkpointer())
+    yield name
+    _admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def fresh_postgres_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    template: str = request.getfixturevalue("postgres_template")
+    name = f"juru_test_{uuid.uuid4().hex[:12]}"
+    _admin_execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    yield _database_url(name)
+    _admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=DATABASES)
+def database_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
+    """A migrated, empty database: a SQLite file, or a PostgreSQL database of its own."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path}/juru.db"
+        upgrade_to_head(DatabaseUrl.parse(url))
+        return url
+    fresh: str = request.getfixturevalue("fresh_postgres_url")
+    return fresh
+
+
+def make_settings(database_url: str, **overrides: Any) -> Settings:
+    """Settings that ignore the developer's environment and `.env`."""
+    values: dict[str, Any] = {
+        "database_url": database_url,
+        "default_model": "juru/demo",
+        "playground_enabled": True,
+        "features": [],
+        "model_catalog": None,
+        "provider_env": {"JURU_TESTS": "1"},
+    }
+    values.update(overrides)
+    return Settings(_env_file=None, **values)
+
+
+@pytest.fixture
+def settings_factory(database_url: str) -> Callable[..., Settings]:
+    def factory(**overrides: Any) -> Settings:
+        return make_settings(database_url, **overrides)
+
+    return factory
+
+
+async def start_client(app: FastAPI) -> AsyncIterator[AsyncClient]:
+    async with app.router.lifespan_context(app):
+        transport = ASGITransport(app=app)
+        async with AsyncClient(transport=transport, base_url="http://juru.test") as client:
+            yield client
+
+
+@pytest.fixture
+async def client(settings_factory: Callable[..., Settings]) -> AsyncIterator[AsyncClient]:
+    """An HTTP client on an app with the playground on, over a real database."""
+    async for http_client in start_client(create_app(settings_factory())):
+        yield http_client
