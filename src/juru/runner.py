@@ -144,10 +144,12 @@ def messages_in_update(update: Any) -> tuple[BaseMessage, ...]:
     raw = update.get("messages")
     if raw is None:
         return ()
-    items = raw if isinstance(raw, list | tuple) else [raw]
+    # Like LangGraph's `add_messages`, only a list is a list: a tuple is one message-like,
+    # such as ("ai", "Hello").
+    items = raw if isinstance(raw, list) else [raw]
     try:
         messages = convert_to_messages(items)
-    except (ValueError, NotImplementedError):
+    except (ValueError, TypeError, NotImplementedError):
         return ()
     return tuple(m for m in messages if not isinstance(m, RemoveMessage))
 

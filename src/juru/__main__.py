@@ -1,0 +1,5 @@
+"""`python -m juru` is the `juru` command."""
+
+from juru.cli import main
+
+main()

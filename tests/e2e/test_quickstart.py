@@ -1,0 +1,89 @@
+"""The README's commands against real server processes."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.server import REPO, ServerProcess, free_port, juru_command
+
+pytestmark = pytest.mark.e2e
+README = (REPO / "README.md").read_text()
+
+
+def bash_block_after(marker: str) -> str:
+    """The first ```bash block that follows `marker` in the README."""
+    tail = README[README.index(marker) :]
+    match = re.search(r"```bash\n(.*?)```", tail, re.DOTALL)
+    assert match, f"no bash block after {marker!r}"
+    return match.group(1)
+
+
+def json_documents(text: str) -> list[Any]:
+    decoder = json.JSONDecoder()
+    documents, position = [], 0
+    while position < len(text):
+        if text[position].isspace():
+            position += 1
+            continue
+        document, position = decoder.raw_decode(text, position)
+        documents.append(document)
+    return documents
+
+
+def test_the_readme_quickstart_serves_the_walkthrough(tmp_path: Path) -> None:
+    first_command = bash_block_after("**First command**").strip()
+    assert first_command == "./scripts/quickstart"
+    port = free_port()
+    database = f"sqlite:///{tmp_path}/juru.db"
+    env = {"JURU_DATABASE_URL": database, "PLAYGROUND_ENABLED": None}
+    with ServerProcess(["bash", "-c", first_command], port, env, tmp_path / "server.log"):
+        walkthrough = bash_block_after("### Try it").replace("127.0.0.1:8000", f"127.0.0.1:{port}")
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", walkthrough],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+    assert done.returncode == 0, done.stderr
+    health, features, react, resumed, chat = json_documents(done.stdout)
+    assert health["status"] == "ok" and health["database"] == "sqlite"
+    assert [feature["name"] for feature in features] == ["ReAct", "Human-in-the-loop", "Subagents"]
+    assert "San Francisco" in react["answer"]
+    assert resumed["error"] is None and "ana@example.com" in resumed["answer"]
+    assert "Jakarta" in chat["answer"]
+    assert (tmp_path / "juru.db").exists()
+
+
+def test_a_paused_review_survives_kill_9_of_the_server(database_url: str, tmp_path: Path) -> None:
+    env: dict[str, str | None] = {"JURU_DATABASE_URL": database_url, "PLAYGROUND_ENABLED": "true"}
+    port = free_port()
+    first = ServerProcess([*juru_command(), "serve"], port, env, tmp_path / "first.log").start()
+    try:
+        turn = httpx.post(
+            f"{first.base_url}/playground/messages",
+            json={"feature": "Human-in-the-loop", "message": "Email ana@example.com about lunch"},
+            timeout=30,
+        ).json()
+        assert turn["pending_review"]["action_requests"][0]["name"] == "send_email"
+    finally:
+        first.kill()
+    with ServerProcess([*juru_command(), "serve"], port, env, tmp_path / "second.log") as second:
+        resumed = httpx.post(
+            f"{second.base_url}/playground/resume",
+            json={
+                "feature": "Human-in-the-loop",
+                "thread_id": turn["thread_id"],
+                "value": {"decisions": [{"type": "approve"}]},
+            },
+            timeout=30,
+        )
+    assert resumed.status_code == 200
+    assert "ana@example.com" in resumed.json()["answer"]

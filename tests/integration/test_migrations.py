@@ -1,0 +1,77 @@
+"""Alembic's head and the table metadata agree on both databases; `juru db upgrade` works."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import create_engine, inspect
+
+from juru.store.migrations import upgrade_to_head
+from juru.store.tables import metadata
+from juru.store.urls import DatabaseUrl
+
+
+def _differences(url: str) -> list[Any]:
+    engine = create_engine(DatabaseUrl.parse(url).sync_url())
+    try:
+        with engine.connect() as connection:
+            context = MigrationContext.configure(
+                connection,
+                opts={
+                    "include_name": lambda name, kind, _parent: (
+                        kind != "table" or name in metadata.tables
+                    ),
+                    "compare_type": True,
+                },
+            )
+            return list(compare_metadata(context, metadata))
+    finally:
+        engine.dispose()
+
+
+def _tables(url: str) -> set[str]:
+    engine = create_engine(DatabaseUrl.parse(url).sync_url())
+    try:
+        return set(inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+
+
+def test_migration_head_matches_the_table_metadata(database_url: str) -> None:
+    assert set(metadata.tables) <= _tables(database_url)
+    assert _differences(database_url) == []
+
+
+def test_upgrading_twice_changes_nothing(database_url: str) -> None:
+    before = _tables(database_url)
+    upgrade_to_head(DatabaseUrl.parse(database_url))
+    assert _tables(database_url) == before
+    assert _differences(database_url) == []
+
+
+def test_a_table_missing_from_the_migrations_would_be_caught(database_url: str) -> None:
+    from sqlalchemy import Column, Integer, Table
+
+    extra = Table("not_migrated", metadata, Column("id", Integer, primary_key=True))
+    try:
+        assert [diff[0] for diff in _differences(database_url)] == ["add_table"]
+    finally:
+        metadata.remove(extra)
+
+
+def test_juru_db_upgrade_creates_the_schema(tmp_path: Any) -> None:
+    url = f"sqlite:///{tmp_path}/fresh/juru.db"
+    done = subprocess.run(
+        [sys.executable, "-m", "juru", "db", "upgrade"],
+        env={"JURU_DATABASE_URL": url, "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert set(metadata.tables) <= _tables(url)
