@@ -18,6 +18,7 @@ from juru.settings import Settings
 from juru.store.checkpointer import open_checkpointer
 from juru.store.migrations import upgrade_to_head
 from juru.store.urls import DatabaseUrl
+from tests.support.fake_openai import FakeOpenAIServer
 
 POSTGRES_URL = os.environ.get("JURU_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 REQUIRE_POSTGRES = os.environ.get("JURU_REQUIRE_POSTGRES") == "1"
@@ -120,3 +121,20 @@ async def client(settings_factory: Callable[..., Settings]) -> AsyncIterator[Asy
     """An HTTP client on an app with the playground on, over a real database."""
     async for http_client in start_client(create_app(settings_factory())):
         yield http_client
+
+
+@pytest.fixture(scope="session")
+def fake_openai_server() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture
+def fake_openai(fake_openai_server: FakeOpenAIServer) -> FakeOpenAIServer:
+    """The fake OpenAI-compatible server, with an empty script and no recorded requests."""
+    fake_openai_server.reset()
+    return fake_openai_server
+
+
+def openai_env(server: FakeOpenAIServer) -> dict[str, str]:
+    return {"OPENAI_API_KEY": "test-key", "OPENAI_BASE_URL": server.base_url}

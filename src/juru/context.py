@@ -64,4 +64,5 @@ async def open_context(settings: Settings) -> AsyncIterator[AppContext]:
                 playground=Playground(registry, engine),
             )
     finally:
+        await catalog.aclose()
         await engine.dispose()

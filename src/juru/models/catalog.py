@@ -12,6 +12,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
+import openai
 from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -101,6 +102,21 @@ class ModelCatalog:
             if model.provider not in self.providers:
                 raise CatalogError(f"model {model.id}: unknown provider {model.provider!r}")
         self._chat_models: dict[tuple[str, str | None, str | None], BaseChatModel] = {}
+        self._openai_http: openai.DefaultAsyncHttpxClient | None = None
+
+    def _openai_http_client(self) -> openai.DefaultAsyncHttpxClient:
+        # One connection pool for every OpenAI-compatible model of this catalog, closed by
+        # `aclose`: the client library's process-wide default would outlive the event loop.
+        if self._openai_http is None:
+            self._openai_http = openai.DefaultAsyncHttpxClient()
+        return self._openai_http
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections the catalog's chat models opened."""
+        self._chat_models.clear()
+        if self._openai_http is not None:
+            await self._openai_http.aclose()
+            self._openai_http = None
 
     @classmethod
     def load(cls, extra: Path | None = None) -> ModelCatalog:
@@ -136,27 +152,27 @@ class ModelCatalog:
         base_url = env.get(provider.base_url_env or "") or provider.base_url
         key = (model_id, base_url, api_key)
         if key not in self._chat_models:
-            self._chat_models[key] = _build_chat_model(spec, provider, base_url, api_key)
+            self._chat_models[key] = self._build_chat_model(spec, provider, base_url, api_key)
         return self._chat_models[key]
 
+    def _build_chat_model(
+        self, spec: ModelSpec, provider: ProviderSpec, base_url: str | None, api_key: str | None
+    ) -> BaseChatModel:
+        if provider.kind == "demo":
+            return DemoChatModel()
+        if provider.kind == "anthropic":
+            from langchain_anthropic import ChatAnthropic
 
-def _build_chat_model(
-    spec: ModelSpec, provider: ProviderSpec, base_url: str | None, api_key: str | None
-) -> BaseChatModel:
-    if provider.kind == "demo":
-        return DemoChatModel()
-    if provider.kind == "anthropic":
-        from langchain_anthropic import ChatAnthropic
+            anthropic_options: dict[str, Any] = {"base_url": base_url} if base_url else {}
+            return ChatAnthropic(
+                model_name=spec.provider_model, api_key=api_key or "", **anthropic_options
+            )
+        from langchain_openai import ChatOpenAI
 
-        anthropic_options: dict[str, Any] = {"base_url": base_url} if base_url else {}
-        return ChatAnthropic(
-            model_name=spec.provider_model, api_key=api_key or "", **anthropic_options
+        return ChatOpenAI(
+            model=spec.provider_model,
+            api_key=api_key or "not-needed",
+            base_url=base_url,
+            stream_usage=True,
+            http_async_client=self._openai_http_client(),
         )
-    from langchain_openai import ChatOpenAI
-
-    return ChatOpenAI(
-        model=spec.provider_model,
-        api_key=api_key or "not-needed",
-        base_url=base_url,
-        stream_usage=True,
-    )
