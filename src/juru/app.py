@@ -9,19 +9,31 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 import juru
-from juru.context import open_context
+from juru.context import open_context, running_workers
+from juru.engine.clock import Clock
+from juru.engine.machine import RunLimits
 from juru.http import health, playground
 from juru.http.errors import install_error_handlers
+from juru.http.hosted import routes as hosted_routes
 from juru.settings import Settings
 
 
-def create_app(settings: Settings) -> FastAPI:
-    """Build the app for `settings`; nothing is opened until the app starts."""
+def create_app(
+    settings: Settings, *, clock: Clock | None = None, limits: RunLimits | None = None
+) -> FastAPI:
+    """Build the app for `settings`; nothing is opened until the app starts.
+
+    The lifespan opens the database and, with `settings.workers` > 0, runs workers in-process.
+    """
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with open_context(settings) as context:
+        async with (
+            open_context(settings, clock, limits) as context,
+            running_workers(context, settings.workers) as worker,
+        ):
             app.state.context = context
+            app.state.worker = worker
             yield
 
     app = FastAPI(
@@ -32,6 +44,7 @@ def create_app(settings: Settings) -> FastAPI:
     )
     install_error_handlers(app)
     app.include_router(health.router)
+    app.include_router(hosted_routes.router)
     if settings.playground_enabled:
         app.include_router(playground.router)
         app.add_middleware(

@@ -3,21 +3,31 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from juru.agents.builtin import builtin_features
 from juru.agents.features import load_feature_reference, merge_features
 from juru.agents.registry import FeatureRegistry
+from juru.engine.clock import Clock, SystemClock
+from juru.engine.events import LocalRunEvents, PostgresRunEvents, RunEvents
+from juru.engine.execution import RunContext
+from juru.engine.machine import RunLimits, RunMachine
+from juru.engine.worker import Reaper, Worker
+from juru.hosted.service import HostedService
 from juru.models.catalog import ModelCatalog
 from juru.playground import Playground
 from juru.settings import Settings
 from juru.store.checkpointer import open_checkpointer
 from juru.store.database import create_engine
+from juru.store.hosted import LOCAL_ACCOUNT, ensure_account
 from juru.store.migrations import upgrade_to_head
 from juru.store.urls import DatabaseUrl
 
@@ -29,18 +39,33 @@ class AppContext:
     settings: Settings
     database: DatabaseUrl
     engine: AsyncEngine
+    checkpointer: BaseCheckpointSaver[Any]
     catalog: ModelCatalog
     features: FeatureRegistry
     playground: Playground
+    machine: RunMachine
+    hosted: HostedService
+    local_account_id: str
+
+    def run_context(self) -> RunContext:
+        return RunContext(self.machine, self.checkpointer, self.catalog, self.settings.provider_env)
 
 
 def load_catalog(settings: Settings) -> ModelCatalog:
     return ModelCatalog.load(Path(settings.model_catalog) if settings.model_catalog else None)
 
 
-@asynccontextmanager
-async def open_context(settings: Settings) -> AsyncIterator[AppContext]:
-    """Open the database (migrating SQLite), the checkpointer and the feature registry."""
+def run_events(database: DatabaseUrl) -> RunEvents:
+    if database.is_sqlite:
+        return LocalRunEvents()
+    return PostgresRunEvents(database.libpq_dsn())
+
+
+@contextlib.asynccontextmanager
+async def open_context(
+    settings: Settings, clock: Clock | None = None, limits: RunLimits | None = None
+) -> AsyncIterator[AppContext]:
+    """Open the database (migrating SQLite), the checkpointer, run events and the services."""
     database = DatabaseUrl.parse(settings.database_url)
     catalog = load_catalog(settings)
     features = merge_features(
@@ -49,20 +74,49 @@ async def open_context(settings: Settings) -> AsyncIterator[AppContext]:
             *(load_feature_reference(target) for target in settings.features),
         ]
     )
+    clock = clock or SystemClock()
     if database.is_sqlite:
         await asyncio.to_thread(upgrade_to_head, database)
     engine = create_engine(database)
+    events = run_events(database)
     try:
+        await events.start()
         async with open_checkpointer(database) as checkpointer:
             registry = FeatureRegistry(features, checkpointer)
+            machine = RunMachine(engine, events, clock, limits or RunLimits())
+            account = await ensure_account(engine, LOCAL_ACCOUNT, "paid", Decimal(0), clock.now())
             yield AppContext(
                 settings=settings,
                 database=database,
                 engine=engine,
+                checkpointer=checkpointer,
                 catalog=catalog,
                 features=registry,
                 playground=Playground(registry, engine),
+                machine=machine,
+                hosted=HostedService(machine, catalog, checkpointer),
+                local_account_id=account.id,
             )
     finally:
+        await events.stop()
         await catalog.aclose()
         await engine.dispose()
+
+
+@contextlib.asynccontextmanager
+async def running_workers(context: AppContext, concurrency: int) -> AsyncIterator[Worker | None]:
+    """Run a worker (and the reaper) in the background while the block runs."""
+    if concurrency <= 0:
+        yield None
+        return
+    worker = Worker(context.run_context(), concurrency)
+    tasks = [
+        asyncio.create_task(worker.run_forever(), name="juru-worker"),
+        asyncio.create_task(Reaper(context.run_context()).run_forever(), name="juru-reaper"),
+    ]
+    try:
+        yield worker
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

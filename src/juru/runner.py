@@ -34,6 +34,7 @@ __all__ = [
     "Event",
     "InvalidReviewError",
     "NothingToResumeError",
+    "RunOptions",
     "Step",
     "ThreadAwaitingReviewError",
     "Turn",
@@ -42,6 +43,7 @@ __all__ = [
     "pending_review_of",
     "resume",
     "send_message",
+    "stream_continuation",
     "stream_message",
     "stream_resume",
     "submit_review",
@@ -133,8 +135,24 @@ class Turn:
         return None
 
 
-def _config(thread_id: str, max_steps: int) -> RunnableConfig:
-    return {"configurable": {"thread_id": thread_id}, "recursion_limit": max_steps}
+def _config(thread_id: str, max_steps: int, options: RunOptions | None = None) -> RunnableConfig:
+    options = options or RunOptions()
+    return {
+        "configurable": {**options.configurable, "thread_id": thread_id},
+        "metadata": dict(options.metadata),
+        "recursion_limit": max_steps,
+    }
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Extra config for a turn: `configurable` values for the graph's nodes, checkpoint metadata,
+    and whether a new message may replace a pause left over from an ended run.
+    """
+
+    configurable: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    replace_pending: bool = False
 
 
 def messages_in_update(update: Any) -> tuple[BaseMessage, ...]:
@@ -172,18 +190,22 @@ class TurnStream:
         thread_id: str,
         max_steps: int,
         resume_value: Any = None,
+        options: RunOptions | None = None,
     ) -> None:
         self.agent = agent
         self.graph_input = graph_input
         self.thread_id = thread_id
         self.max_steps = max_steps
         self.resume_value = resume_value
+        self.options = options or RunOptions()
         self.turn = Turn(thread_id=thread_id)
 
     async def _check_preconditions(self) -> None:
+        if self.graph_input is None:
+            return
         pending = await pending_review_of(self.agent, self.thread_id)
         if not isinstance(self.graph_input, Command):
-            if pending is not None:
+            if pending is not None and not self.options.replace_pending:
                 raise ThreadAwaitingReviewError(
                     f"thread {self.thread_id} is waiting for a review decision; resume it first"
                 )
@@ -196,7 +218,7 @@ class TurnStream:
     async def __aiter__(self) -> AsyncIterator[Step]:
         await self._check_preconditions()
         started = time.perf_counter()
-        config = _config(self.thread_id, self.max_steps)
+        config = _config(self.thread_id, self.max_steps, self.options)
         try:
             async for namespace, update in self.agent.astream(
                 self.graph_input, config, stream_mode="updates", subgraphs=True
@@ -224,13 +246,18 @@ class TurnStream:
 
 def stream_message(
     agent: Pregel[Any, Any, Any, Any],
-    message: str | Sequence[BaseMessage],
+    message: str | Sequence[BaseMessage] | dict[str, Any],
     thread_id: str,
     max_steps: int = DEFAULT_MAX_STEPS,
+    options: RunOptions | None = None,
 ) -> TurnStream:
-    """Send a user message (or explicit messages) and stream the steps that follow."""
-    messages = [HumanMessage(message)] if isinstance(message, str) else list(message)
-    return TurnStream(agent, {"messages": messages}, thread_id, max_steps)
+    """Send a user message (explicit messages, or a whole graph input) and stream the steps."""
+    if isinstance(message, dict):
+        graph_input = message
+    else:
+        messages = [HumanMessage(message)] if isinstance(message, str) else list(message)
+        graph_input = {"messages": messages}
+    return TurnStream(agent, graph_input, thread_id, max_steps, options=options)
 
 
 def stream_resume(
@@ -238,9 +265,22 @@ def stream_resume(
     value: Any,
     thread_id: str,
     max_steps: int = DEFAULT_MAX_STEPS,
+    options: RunOptions | None = None,
 ) -> TurnStream:
     """Resume a paused thread with `value` (checked first if the pause is a review)."""
-    return TurnStream(agent, Command(resume=value), thread_id, max_steps, resume_value=value)
+    return TurnStream(
+        agent, Command(resume=value), thread_id, max_steps, resume_value=value, options=options
+    )
+
+
+def stream_continuation(
+    agent: Pregel[Any, Any, Any, Any],
+    thread_id: str,
+    max_steps: int = DEFAULT_MAX_STEPS,
+    options: RunOptions | None = None,
+) -> TurnStream:
+    """Carry on from the thread's last checkpoint (after a crash between two steps)."""
+    return TurnStream(agent, None, thread_id, max_steps, options=options)
 
 
 async def send_message(

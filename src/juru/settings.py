@@ -38,6 +38,7 @@ class Settings(BaseSettings):
     default_model: str = "juru/demo"
     model_catalog: Path | None = None
     features: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    workers: int = Field(default=8, ge=0, le=1000)
     host: str = "127.0.0.1"
     port: int = Field(default=8000, validation_alias=AliasChoices("PORT", "JURU_PORT"))
     playground_enabled: bool = Field(

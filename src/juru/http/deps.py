@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from juru.context import AppContext
+from juru.hosted.service import HostedService
 from juru.playground import Playground
 
 
@@ -19,5 +20,17 @@ def get_playground(request: Request) -> Playground:
     return get_context(request).playground
 
 
+def get_hosted(request: Request) -> HostedService:
+    return get_context(request).hosted
+
+
+def current_account(request: Request) -> str:
+    """The account a `/v1` request acts for (every request uses the local account until API
+    keys arrive)."""
+    return get_context(request).local_account_id
+
+
 Context = Annotated[AppContext, Depends(get_context)]
 PlaygroundService = Annotated[Playground, Depends(get_playground)]
+Hosted = Annotated[HostedService, Depends(get_hosted)]
+Account = Annotated[str, Depends(current_account)]

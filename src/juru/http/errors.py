@@ -1,11 +1,16 @@
-"""Service exceptions mapped to the playground's `{"detail": ...}` error bodies."""
+"""Service exceptions mapped to HTTP: `{"detail": ...}` for the playground, and
+`{"error": {"code", "message"}}` for `/v1`.
+"""
 
 from __future__ import annotations
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.exception_handlers import request_validation_exception_handler
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
 
 from juru.agents.registry import FeatureUnavailableError
+from juru.hosted.errors import ApiError
 from juru.playground import FeatureNotFoundError, PlaygroundRequestError
 
 STATUS_BY_ERROR: dict[type[Exception], int] = {
@@ -15,11 +20,35 @@ STATUS_BY_ERROR: dict[type[Exception], int] = {
 }
 
 
+def api_error_body(code: str, message: str) -> dict[str, dict[str, str]]:
+    return {"error": {"code": code, "message": message}}
+
+
 async def _detail_response(_request: Request, error: Exception) -> JSONResponse:
     status = next(code for kind, code in STATUS_BY_ERROR.items() if isinstance(error, kind))
     return JSONResponse({"detail": str(error)}, status_code=status)
 
 
+async def _api_error(_request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, ApiError)
+    return JSONResponse(api_error_body(error.code, error.message), status_code=error.status)
+
+
+def _describe(error: dict[str, object]) -> str:
+    location = ".".join(str(part) for part in error.get("loc", ()) if part != "body")  # type: ignore[attr-defined]
+    return f"{location or 'body'}: {error.get('msg')}"
+
+
+async def _validation_error(request: Request, error: Exception) -> Response:
+    assert isinstance(error, RequestValidationError)
+    if not request.url.path.startswith("/v1/"):
+        return await request_validation_exception_handler(request, error)
+    message = "; ".join(_describe(item) for item in error.errors())
+    return JSONResponse(api_error_body("invalid_request", message), status_code=400)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     for kind in STATUS_BY_ERROR:
         app.add_exception_handler(kind, _detail_response)
+    app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)

@@ -2,7 +2,24 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Column, DateTime, MetaData, String, Table
+from sqlalchemy import (
+    JSON,
+    CheckConstraint,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    Numeric,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    text,
+)
+
+from juru.store.types import UtcDateTime
 
 metadata = MetaData(
     naming_convention={
@@ -19,6 +36,105 @@ playground_threads = Table(
     metadata,
     Column("thread_id", String(200), primary_key=True),
     Column("feature", String(200), nullable=False),
-    Column("created_at", DateTime(timezone=True), nullable=False),
-    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("created_at", UtcDateTime(), nullable=False),
+    Column("updated_at", UtcDateTime(), nullable=False),
+)
+
+ACTIVE_RUN_STATUSES = ("queued", "running", "requires_action")
+RUN_STATUSES = (*ACTIVE_RUN_STATUSES, "succeeded", "failed", "expired", "cancelled")
+_ACTIVE_SQL = "status IN ('queued', 'running', 'requires_action')"
+_STATUS_SQL = "status IN ({})".format(", ".join(f"'{status}'" for status in RUN_STATUSES))
+
+accounts = Table(
+    "accounts",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("name", String(200), nullable=False, unique=True),
+    Column("tier", String(40), nullable=False),
+    Column("balance_rupiah", Numeric(20, 4), nullable=False),
+    Column("created_at", UtcDateTime(), nullable=False),
+)
+
+agents = Table(
+    "agents",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("account_id", ForeignKey("accounts.id", ondelete="CASCADE"), nullable=False, index=True),
+    Column("name", String(200), nullable=False),
+    Column("model_id", String(200), nullable=False),
+    Column("system_prompt", Text, nullable=False),
+    Column("tools", JSON, nullable=False),
+    Column("builtin_tools", JSON, nullable=False),
+    Column("max_steps", Integer, nullable=False),
+    Column("created_at", UtcDateTime(), nullable=False),
+    Column("updated_at", UtcDateTime(), nullable=False),
+)
+
+threads = Table(
+    "threads",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("account_id", ForeignKey("accounts.id", ondelete="CASCADE"), nullable=False, index=True),
+    Column("agent_id", ForeignKey("agents.id", ondelete="CASCADE"), nullable=False, index=True),
+    Column("title", String(500), nullable=True),
+    Column("metadata", JSON, nullable=True),
+    Column("created_at", UtcDateTime(), nullable=False),
+)
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("account_id", ForeignKey("accounts.id", ondelete="CASCADE"), nullable=False, index=True),
+    Column("thread_id", ForeignKey("threads.id", ondelete="CASCADE"), nullable=False, index=True),
+    Column("agent_id", String(40), nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("step_count", Integer, nullable=False),
+    Column("max_steps", Integer, nullable=False),
+    Column("cost_rupiah", Numeric(20, 4), nullable=False),
+    Column("input", JSON, nullable=False),
+    Column("output", Text, nullable=True),
+    Column("error", Text, nullable=True),
+    Column("pending_tool_calls", JSON, nullable=True),
+    Column("pause_count", Integer, nullable=False),
+    Column("tool_outputs", JSON, nullable=True),
+    Column("idempotency_key", String(255), nullable=True),
+    Column("lease_owner", String(100), nullable=True),
+    Column("lease_expires_at", UtcDateTime(), nullable=True),
+    Column("attempts", Integer, nullable=False),
+    Column("active_seconds", Float, nullable=False),
+    Column("active_since", UtcDateTime(), nullable=True),
+    Column("deadline_at", UtcDateTime(), nullable=True),
+    Column("waiting_since", UtcDateTime(), nullable=True),
+    Column("created_at", UtcDateTime(), nullable=False),
+    Column("updated_at", UtcDateTime(), nullable=False),
+    Column("finished_at", UtcDateTime(), nullable=True),
+    CheckConstraint(_STATUS_SQL, name="status"),
+    UniqueConstraint("thread_id", "idempotency_key", name="uq_runs_thread_idempotency_key"),
+    Index(
+        "ux_runs_one_active_per_thread",
+        "thread_id",
+        unique=True,
+        sqlite_where=text(_ACTIVE_SQL),
+        postgresql_where=text(_ACTIVE_SQL),
+    ),
+    Index("ix_runs_status_lease", "status", "lease_expires_at"),
+    Index("ix_runs_status_deadline", "status", "deadline_at"),
+    Index("ix_runs_status_waiting", "status", "waiting_since"),
+)
+
+thread_messages = Table(
+    "thread_messages",
+    metadata,
+    Column("thread_id", ForeignKey("threads.id", ondelete="CASCADE"), primary_key=True),
+    Column("position", Integer, primary_key=True),
+    Column("message_id", String(200), nullable=False),
+    Column("run_id", String(40), nullable=True),
+    Column("role", String(20), nullable=False),
+    Column("content", Text, nullable=False),
+    Column("tool_calls", JSON, nullable=True),
+    Column("tool_call_id", String(200), nullable=True),
+    Column("name", String(200), nullable=True),
+    Column("created_at", UtcDateTime(), nullable=False),
+    UniqueConstraint("thread_id", "message_id", name="uq_thread_messages_thread_message"),
 )

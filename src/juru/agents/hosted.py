@@ -1,0 +1,133 @@
+"""A hosted agent (model, system prompt, client tools, step limit) compiled into a graph.
+
+`llm_call` asks the model; its tool calls go to `client_tools`, which pauses the run with
+`interrupt({"pending_tool_calls": [...]})` until the caller's outputs arrive as the resume
+value `{"outputs": {tool_call_id: output}}`. The step limit and loop detection live in the graph
+state, so they survive a worker's crash like the conversation does.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AnyMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import interrupt
+
+from juru.agents.tool_agent import close_dangling_calls, error_result, unanswered_calls
+
+LLM_NODE = "llm_call"
+CLIENT_TOOLS_NODE = "client_tools"
+LOOP_REPEATS = 3
+MAX_STEPS_KEY = "juru_max_steps"
+
+
+class StepLimitError(RuntimeError):
+    """The next model call would exceed the run's `max_steps`."""
+
+
+class LoopDetectedError(RuntimeError):
+    """The model asked for the same tool call several times in a row."""
+
+
+class HostedState(MessagesState):
+    run_steps: int
+    call_streak: list[str]
+
+
+def run_input(messages: Sequence[BaseMessage]) -> dict[str, Any]:
+    """The graph input that starts a run: its messages, with the run's counters reset."""
+    return {"messages": list(messages), "run_steps": 0, "call_streak": []}
+
+
+def call_signature(tool_calls: Sequence[Any]) -> str:
+    return json.dumps(
+        sorted([call["name"], call["args"]] for call in tool_calls), sort_keys=True, default=str
+    )
+
+
+def pending_call(call: dict[str, Any]) -> dict[str, str]:
+    """A tool call as the API shows it: arguments as a JSON string."""
+    return {"id": call["id"], "name": call["name"], "arguments": json.dumps(call["args"])}
+
+
+class HostedAgent:
+    """The nodes of one hosted agent."""
+
+    def __init__(
+        self, model: BaseChatModel, tools: Sequence[dict[str, Any]], system_prompt: str
+    ) -> None:
+        self.client_tools = {tool["function"]["name"] for tool in tools}
+        self.model = model.bind_tools(list(tools)) if tools else model
+        self.system_prompt = system_prompt
+
+    async def llm_call(self, state: HostedState, config: RunnableConfig) -> dict[str, Any]:
+        max_steps = int(config.get("configurable", {}).get(MAX_STEPS_KEY, 20))
+        steps = state.get("run_steps", 0)
+        if steps >= max_steps:
+            raise StepLimitError(f"the run reached its limit of {max_steps} model calls")
+        history: list[AnyMessage] = close_dangling_calls(state["messages"])
+        if self.system_prompt:
+            history = [SystemMessage(self.system_prompt), *history]
+        reply = await self.model.ainvoke(history)
+        if reply.id is None:
+            reply.id = f"msg_{uuid.uuid4().hex}"
+        streak = [*state.get("call_streak", []), call_signature(reply.tool_calls)]
+        if not reply.tool_calls:
+            streak = []
+        streak = streak[-LOOP_REPEATS:]
+        if len(streak) == LOOP_REPEATS and len(set(streak)) == 1:
+            raise LoopDetectedError(
+                f"the model requested the same tool call {LOOP_REPEATS} times in a row"
+            )
+        return {"messages": [reply], "run_steps": steps + 1, "call_streak": streak}
+
+    def after_llm(self, state: HostedState) -> str:
+        return CLIENT_TOOLS_NODE if unanswered_calls(state["messages"]) else END
+
+    def client_tools_node(self, state: HostedState) -> dict[str, Any]:
+        calls = unanswered_calls(state["messages"])
+        unknown = [
+            error_result(call, f"Error: this agent has no tool named {call['name']!r}.")
+            for call in calls
+            if call["name"] not in self.client_tools
+        ]
+        known = [call for call in calls if call["name"] in self.client_tools]
+        results: list[ToolMessage] = [*unknown]
+        if known:
+            answer = interrupt({"pending_tool_calls": [pending_call(call) for call in known]})
+            outputs: dict[str, str] = answer["outputs"]
+            results.extend(
+                ToolMessage(
+                    outputs[call["id"]],
+                    tool_call_id=call["id"],
+                    name=call["name"],
+                    id=f"msg_{uuid.uuid4().hex}",
+                )
+                for call in known
+            )
+        for result in results:
+            result.id = result.id or f"msg_{uuid.uuid4().hex}"
+        return {"messages": results}
+
+    def compile(self) -> CompiledStateGraph[Any, Any, Any, Any]:
+        graph = StateGraph(HostedState)
+        graph.add_node(LLM_NODE, self.llm_call)
+        graph.add_node(CLIENT_TOOLS_NODE, self.client_tools_node)
+        graph.add_edge(START, LLM_NODE)
+        graph.add_conditional_edges(LLM_NODE, self.after_llm, [CLIENT_TOOLS_NODE, END])
+        graph.add_edge(CLIENT_TOOLS_NODE, LLM_NODE)
+        return graph.compile(name="hosted_agent")
+
+
+def build_hosted_agent(
+    model: BaseChatModel, tools: Sequence[dict[str, Any]], system_prompt: str
+) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """Compile a hosted agent's graph (the engine attaches the checkpointer)."""
+    return HostedAgent(model, tools, system_prompt).compile()

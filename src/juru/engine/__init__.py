@@ -1,0 +1,1 @@
+"""The engine: hosted runs as durable jobs, executed by workers under leases."""

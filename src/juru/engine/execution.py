@@ -1,0 +1,204 @@
+"""Executing one claimed run: from where its thread's checkpoint stands to the next pause or end."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.errors import GraphRecursionError
+from langgraph.pregel import Pregel
+
+from juru import runner
+from juru.agents.hosted import (
+    MAX_STEPS_KEY,
+    LoopDetectedError,
+    StepLimitError,
+    build_hosted_agent,
+    run_input,
+)
+from juru.engine.machine import RunMachine
+from juru.engine.states import FailureReason
+from juru.engine.transcript import transcript_entries
+from juru.models.catalog import ModelCatalog
+from juru.store import hosted as hosted_store
+from juru.store.pruning import prune_checkpoints
+from juru.store.records import AgentRecord, RunRecord
+from juru.store.transcript import append_messages
+
+logger = logging.getLogger(__name__)
+RUN_ID_KEY = "juru_run_id"
+REASON_BY_ERROR = {
+    StepLimitError.__name__: FailureReason.STEP_LIMIT,
+    GraphRecursionError.__name__: FailureReason.STEP_LIMIT,
+    LoopDetectedError.__name__: FailureReason.LOOP,
+}
+INPUT_ROLES = {"user": HumanMessage, "assistant": AIMessage, "system": SystemMessage}
+
+
+def hosted_thread_key(thread_id: str) -> str:
+    """Hosted threads keep their state apart from every other face's threads."""
+    return f"hosted:{thread_id}"
+
+
+def input_messages(run: RunRecord) -> list[BaseMessage]:
+    """The run's input as messages, with ids derived from the run (stable across retries)."""
+    return [
+        INPUT_ROLES[item["role"]](item["content"], id=f"{run.id}_in{index}")
+        for index, item in enumerate(run.input)
+    ]
+
+
+@dataclass
+class RunContext:
+    """What executing a run needs from the app."""
+
+    machine: RunMachine
+    checkpointer: BaseCheckpointSaver[Any]
+    catalog: ModelCatalog
+    provider_env: dict[str, str]
+
+
+class LeaseLostError(Exception):
+    """The run stopped being this worker's (cancelled, timed out, or taken over)."""
+
+
+class RunExecution:
+    """One worker's turn at one run."""
+
+    def __init__(self, context: RunContext, run: RunRecord, worker: str) -> None:
+        self.context = context
+        self.machine = context.machine
+        self.run = run
+        self.worker = worker
+        self.thread_key = hosted_thread_key(run.thread_id)
+        self.lease_lost = False
+
+    async def execute(self) -> None:
+        """Run to the next pause or the end, guarded by the lease (renewed, and watched)."""
+        main = asyncio.current_task()
+        assert main is not None
+        guard = asyncio.create_task(self._guard_lease(main))
+        try:
+            await self._execute()
+        except asyncio.CancelledError:
+            if not self.lease_lost:
+                raise
+            logger.info(
+                "run %s left worker %s (cancelled, timed out or taken over)",
+                self.run.id,
+                self.worker,
+            )
+        finally:
+            guard.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await guard
+
+    async def _guard_lease(self, main: asyncio.Task[Any]) -> None:
+        interval = self.machine.limits.lease_seconds / 3
+        async with self.machine.events.watch(self.run.id) as changed:
+            while True:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), interval)
+                changed.clear()
+                if not await self.machine.renew_lease(self.run, self.worker):
+                    self.lease_lost = True
+                    main.cancel()
+                    return
+
+    async def _agent(self) -> Pregel[Any, Any, Any, Any] | None:
+        agent = await hosted_store.get_agent(
+            self.machine.engine, self.run.account_id, self.run.agent_id
+        )
+        if agent is None:
+            await self.machine.fail(self.run, "the agent was deleted", worker=self.worker)
+            return None
+        try:
+            model = self.context.catalog.chat_model(agent.model_id, self.context.provider_env)
+        except Exception as error:
+            await self.machine.fail(
+                self.run, f"{type(error).__name__}: {error}", worker=self.worker
+            )
+            return None
+        return self._compile(agent, model)
+
+    def _compile(self, agent: AgentRecord, model: Any) -> Pregel[Any, Any, Any, Any]:
+        graph = build_hosted_agent(model, agent.tools, agent.system_prompt)
+        return graph.copy({"checkpointer": self.context.checkpointer})
+
+    def _options(self, replace_pending: bool = False) -> runner.RunOptions:
+        return runner.RunOptions(
+            configurable={MAX_STEPS_KEY: self.run.max_steps},
+            metadata={RUN_ID_KEY: self.run.id},
+            replace_pending=replace_pending,
+        )
+
+    async def _execute(self) -> None:
+        agent = await self._agent()
+        if agent is None:
+            return
+        limit = 2 * self.run.max_steps + 5
+        state = await agent.aget_state({"configurable": {"thread_id": self.thread_key}})
+        ours = (state.metadata or {}).get(RUN_ID_KEY) == self.run.id
+        if ours:
+            await self._record(state.values.get("messages", []))
+        outputs = self.run.tool_outputs or {}
+        answered = (
+            bool(state.interrupts)
+            and {call["id"] for call in state.interrupts[0].value["pending_tool_calls"]}
+            <= outputs.keys()
+        )
+        if state.interrupts and ours and not answered:
+            await self._finish(agent, None)
+            return
+        if state.interrupts and ours:
+            resume_value = {"outputs": outputs}
+            stream = runner.stream_resume(
+                agent, resume_value, self.thread_key, limit, self._options()
+            )
+        elif ours and state.next:
+            stream = runner.stream_continuation(agent, self.thread_key, limit, self._options())
+        elif ours:
+            await self._finish(agent, None)
+            return
+        else:
+            messages = input_messages(self.run)
+            await self._record(messages)
+            stream = runner.stream_message(
+                agent, run_input(messages), self.thread_key, limit, self._options(True)
+            )
+        async for step in stream:
+            await self._record(step.messages)
+        await self._finish(agent, stream.turn)
+
+    async def _record(self, messages: Sequence[BaseMessage | AnyMessage]) -> None:
+        await append_messages(
+            self.machine.engine,
+            self.run.thread_id,
+            self.run.id,
+            transcript_entries(messages),
+            self.machine.clock.now(),
+        )
+
+    async def _finish(self, agent: Pregel[Any, Any, Any, Any], turn: runner.Turn | None) -> None:
+        state = await agent.aget_state({"configurable": {"thread_id": self.thread_key}})
+        steps = int(state.values.get("run_steps", self.run.step_count))
+        if turn is not None and turn.error is not None:
+            reason = REASON_BY_ERROR.get(turn.error.type)
+            error = reason.value if reason else f"{turn.error.type}: {turn.error.message}"
+            if reason is FailureReason.STEP_LIMIT:
+                steps = self.run.max_steps
+            await self.machine.fail(self.run, error, worker=self.worker, step_count=steps)
+        elif state.interrupts:
+            pending = state.interrupts[0].value["pending_tool_calls"]
+            await self.machine.pause(self.run, self.worker, pending, steps)
+        else:
+            last = state.values["messages"][-1] if state.values.get("messages") else None
+            output = last.text if isinstance(last, AIMessage) else ""
+            await self.machine.succeed(self.run, self.worker, output, steps)
+        await prune_checkpoints(self.context.checkpointer, self.thread_key)

@@ -1,0 +1,198 @@
+"""Every run status change goes through `RunMachine`: one conditional write, then an event."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from juru.engine.clock import Clock
+from juru.engine.events import RunEvents
+from juru.engine.states import ACTIVE, FailureReason, RunStatus
+from juru.store import runs as run_store
+from juru.store.records import RunRecord
+from juru.store.tables import runs
+
+
+@dataclass(frozen=True)
+class RunLimits:
+    """Time limits of runs (section 6 of the hosted-agents document, and the engine's lease)."""
+
+    wall_clock_seconds: float = 600.0
+    waiting_seconds: float = 3600.0
+    lease_seconds: float = 30.0
+
+
+def _active_time_so_far(run: RunRecord, now: datetime) -> float:
+    if run.active_since is None:
+        return run.active_seconds
+    return run.active_seconds + (now - run.active_since).total_seconds()
+
+
+class RunMachine:
+    """The run state machine on the database: legal edges only, each one atomic."""
+
+    def __init__(
+        self, engine: AsyncEngine, events: RunEvents, clock: Clock, limits: RunLimits
+    ) -> None:
+        self.engine = engine
+        self.events = events
+        self.clock = clock
+        self.limits = limits
+
+    def new_run_values(self) -> dict[str, Any]:
+        """The clock fields of a run that is queued now."""
+        now = self.clock.now()
+        return {
+            "active_seconds": 0.0,
+            "active_since": now,
+            "deadline_at": now + timedelta(seconds=self.limits.wall_clock_seconds),
+            "created_at": now,
+            "updated_at": now,
+        }
+
+    async def _move(
+        self,
+        run_id: str,
+        sources: Collection[RunStatus],
+        target: RunStatus,
+        values: dict[str, Any] | None = None,
+        *conditions: Any,
+    ) -> RunRecord | None:
+        moved = await run_store.transition_run(
+            self.engine, run_id, sources, target, self.clock.now(), values, *conditions
+        )
+        if moved is not None:
+            await self.events.publish(run_id)
+        return moved
+
+    def _ended(self, **values: Any) -> dict[str, Any]:
+        now = self.clock.now()
+        return {
+            "finished_at": now,
+            "lease_owner": None,
+            "lease_expires_at": None,
+            "deadline_at": None,
+            "pending_tool_calls": None,
+            "tool_outputs": None,
+            **values,
+        }
+
+    async def pause(
+        self, run: RunRecord, worker: str, pending: list[dict[str, str]], step_count: int
+    ) -> RunRecord | None:
+        """running → requires_action: the caller must execute `pending` tool calls."""
+        now = self.clock.now()
+        values = {
+            "pending_tool_calls": pending,
+            "tool_outputs": None,
+            "pause_count": run.pause_count + 1,
+            "step_count": step_count,
+            "lease_owner": None,
+            "lease_expires_at": None,
+            "active_seconds": _active_time_so_far(run, now),
+            "active_since": None,
+            "deadline_at": None,
+            "waiting_since": now,
+        }
+        return await self._move(
+            run.id,
+            {RunStatus.RUNNING},
+            RunStatus.REQUIRES_ACTION,
+            values,
+            run_store.held_by(worker),
+        )
+
+    async def submit_tool_outputs(
+        self, run: RunRecord, outputs: dict[str, str]
+    ) -> RunRecord | None:
+        """requires_action → running with the caller's outputs, for a worker to pick up."""
+        now = self.clock.now()
+        remaining = self.limits.wall_clock_seconds - run.active_seconds
+        values = {
+            "tool_outputs": outputs,
+            "pending_tool_calls": None,
+            "active_since": now,
+            "deadline_at": now + timedelta(seconds=remaining),
+            "waiting_since": None,
+            "lease_owner": None,
+            "lease_expires_at": None,
+        }
+        moved = await self._move(
+            run.id,
+            {RunStatus.REQUIRES_ACTION},
+            RunStatus.RUNNING,
+            values,
+            runs.c.pause_count == run.pause_count,
+        )
+        if moved is not None:
+            await self.events.announce_work()
+        return moved
+
+    async def succeed(
+        self, run: RunRecord, worker: str, output: str, step_count: int
+    ) -> RunRecord | None:
+        values = self._ended(output=output, step_count=step_count)
+        return await self._move(
+            run.id, {RunStatus.RUNNING}, RunStatus.SUCCEEDED, values, run_store.held_by(worker)
+        )
+
+    async def fail(
+        self,
+        run: RunRecord,
+        error: str,
+        *,
+        worker: str | None = None,
+        step_count: int | None = None,
+        sources: Collection[RunStatus] = (RunStatus.RUNNING,),
+    ) -> RunRecord | None:
+        """Fail the run (by its worker when `worker` is given, else from any of `sources`)."""
+        values = self._ended(error=error)
+        if step_count is not None:
+            values["step_count"] = step_count
+        conditions = [run_store.held_by(worker)] if worker is not None else []
+        return await self._move(run.id, sources, RunStatus.FAILED, values, *conditions)
+
+    async def cancel(self, run_id: str) -> RunRecord | None:
+        """Any active status → cancelled; None if the run had already ended."""
+        return await self._move(run_id, ACTIVE, RunStatus.CANCELLED, self._ended())
+
+    async def expire(self, run: RunRecord, waiting_cutoff: datetime) -> RunRecord | None:
+        return await self._move(
+            run.id,
+            {RunStatus.REQUIRES_ACTION},
+            RunStatus.EXPIRED,
+            self._ended(),
+            runs.c.waiting_since < waiting_cutoff,
+        )
+
+    async def time_out(self, run: RunRecord) -> RunRecord | None:
+        return await self._move(
+            run.id,
+            {RunStatus.QUEUED, RunStatus.RUNNING},
+            RunStatus.FAILED,
+            self._ended(error=FailureReason.TIMEOUT.value),
+            runs.c.deadline_at < self.clock.now(),
+        )
+
+    async def claim(self, worker: str) -> RunRecord | None:
+        """A run that needs a worker, now leased to `worker` (queued → running, or a re-claim)."""
+        claimed = await run_store.claim_next_run(
+            self.engine, worker, self.clock.now(), self.limits.lease_seconds
+        )
+        if claimed is not None:
+            await self.events.publish(claimed.id)
+        return claimed
+
+    async def renew_lease(self, run: RunRecord, worker: str) -> bool:
+        return await run_store.renew_lease(
+            self.engine, run.id, worker, self.clock.now(), self.limits.lease_seconds
+        )
+
+    async def release_lease(self, run: RunRecord, worker: str) -> None:
+        """Let another worker take the run at once (this one is shutting down)."""
+        await run_store.renew_lease(self.engine, run.id, worker, self.clock.now(), -1.0)
+        await self.events.announce_work()

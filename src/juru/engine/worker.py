@@ -1,0 +1,110 @@
+"""Workers: claim runs, execute them under a lease, and reap runs past their time."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from datetime import timedelta
+
+from juru.engine.execution import RunContext, RunExecution
+from juru.engine.states import RunStatus
+from juru.store.runs import overdue_runs
+
+logger = logging.getLogger(__name__)
+IDLE_POLL_SECONDS = 2.0
+REAP_EVERY_SECONDS = 5.0
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class Worker:
+    """Runs up to `concurrency` runs at once until cancelled."""
+
+    def __init__(self, context: RunContext, concurrency: int, name: str | None = None) -> None:
+        self.context = context
+        self.machine = context.machine
+        self.concurrency = concurrency
+        self.name = name or worker_name()
+        self._running: set[asyncio.Task[None]] = set()
+
+    async def run_forever(self) -> None:
+        try:
+            while True:
+                await self.fill_slots()
+                await self.machine.events.wait_for_work(IDLE_POLL_SECONDS)
+        finally:
+            await self._stop_runs()
+
+    async def fill_slots(self) -> int:
+        """Claim runs while there are free slots; return how many were started."""
+        started = 0
+        while len(self._running) < self.concurrency:
+            run = await self.machine.claim(self.name)
+            if run is None:
+                break
+            execution = RunExecution(self.context, run, self.name)
+            task = asyncio.create_task(self._execute(execution), name=f"run {run.id}")
+            self._running.add(task)
+            started += 1
+        return started
+
+    async def _execute(self, execution: RunExecution) -> None:
+        try:
+            await execution.execute()
+        except asyncio.CancelledError:
+            await self.machine.release_lease(execution.run, self.name)
+            raise
+        except Exception as error:
+            logger.exception("run %s crashed in worker %s", execution.run.id, self.name)
+            with contextlib.suppress(Exception):
+                await self.machine.fail(
+                    execution.run,
+                    f"internal error: {type(error).__name__}: {error}",
+                    worker=self.name,
+                )
+        finally:
+            self._running.discard(asyncio.current_task())
+            await self.machine.events.announce_work()
+
+    async def drain(self) -> None:
+        """Wait until every run started so far has stopped (tests and shutdown)."""
+        while self._running:
+            await asyncio.gather(*list(self._running), return_exceptions=True)
+
+    async def _stop_runs(self) -> None:
+        for task in list(self._running):
+            task.cancel()
+        await asyncio.gather(*list(self._running), return_exceptions=True)
+
+
+class Reaper:
+    """Expires runs left waiting too long and fails runs past their wall clock."""
+
+    def __init__(self, context: RunContext) -> None:
+        self.machine = context.machine
+
+    async def reap_once(self) -> int:
+        """One sweep; returns how many runs it ended."""
+        now = self.machine.clock.now()
+        cutoff = now - timedelta(seconds=self.machine.limits.waiting_seconds)
+        ended = 0
+        for run in await overdue_runs(self.machine.engine, now, cutoff):
+            if run.status == RunStatus.REQUIRES_ACTION:
+                ended += await self.machine.expire(run, cutoff) is not None
+            else:
+                ended += await self.machine.time_out(run) is not None
+        return ended
+
+    async def run_forever(self) -> None:
+        while True:
+            try:
+                await self.reap_once()
+            except Exception:
+                logger.exception("reaper sweep failed")
+            await asyncio.sleep(REAP_EVERY_SECONDS)

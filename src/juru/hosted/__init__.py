@@ -1,0 +1,1 @@
+"""The Hosted Agents API's rules: agents, threads and runs of an account."""

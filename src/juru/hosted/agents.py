@@ -1,0 +1,51 @@
+"""Agent definitions: validation against the catalog and the built-in tool set."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from juru.hosted.errors import invalid
+from juru.models.catalog import ModelCatalog, UnknownModelError
+
+LIVE_BUILTIN_TOOLS = frozenset({"text_to_speech", "rag_search"})
+UNAVAILABLE_BUILTIN_TOOLS = frozenset({"web_search", "generate_image"})
+
+
+def check_model(catalog: ModelCatalog, model_id: str) -> None:
+    """400 `unsupported_model` unless the model is in the catalog and may drive agents."""
+    try:
+        spec = catalog.get(model_id)
+    except UnknownModelError:
+        raise invalid(
+            f"model {model_id!r} is not in the model catalog", "unsupported_model"
+        ) from None
+    if not spec.agents:
+        raise invalid(
+            f"model {model_id!r} cannot drive agents ({spec.label or 'not agent-capable'})",
+            "unsupported_model",
+        )
+
+
+def check_builtin_tools(names: Sequence[str]) -> None:
+    for name in names:
+        if name in UNAVAILABLE_BUILTIN_TOOLS:
+            raise invalid(
+                f"built-in tool {name!r} is not available yet; run it as a client tool",
+                "builtin_tool_unavailable",
+            )
+        if name not in LIVE_BUILTIN_TOOLS:
+            known = ", ".join(sorted(LIVE_BUILTIN_TOOLS))
+            raise invalid(f"unknown built-in tool {name!r}; known: {known}")
+    if len(set(names)) != len(names):
+        raise invalid("builtin_tools lists a tool twice")
+
+
+def check_tool_names(tools: Sequence[dict[str, Any]], builtin_tools: Sequence[str]) -> None:
+    names = [tool["function"]["name"] for tool in tools]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise invalid(f"tool names must be unique: {', '.join(duplicates)}")
+    clashes = sorted(set(names) & set(builtin_tools))
+    if clashes:
+        raise invalid(f"tool names clash with built-in tools: {', '.join(clashes)}")

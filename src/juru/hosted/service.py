@@ -1,0 +1,243 @@
+"""The Hosted Agents API's operations; routes call exactly one of these each."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+
+from juru.engine.execution import hosted_thread_key
+from juru.engine.machine import RunMachine
+from juru.engine.states import RunStatus
+from juru.hosted.agents import check_builtin_tools, check_model, check_tool_names
+from juru.hosted.errors import ApiError, invalid, not_found
+from juru.models.catalog import ModelCatalog
+from juru.store import hosted as store
+from juru.store import runs as run_store
+from juru.store import transcript as transcript_store
+from juru.store.ids import new_id
+from juru.store.pages import Page, PageRequest
+from juru.store.records import AgentRecord, RunRecord, ThreadRecord, TranscriptMessage
+
+MAX_WAIT_SECONDS = 30.0
+
+
+@dataclass
+class HostedService:
+    """Agents, threads and runs of one account at a time (every call names the account)."""
+
+    machine: RunMachine
+    catalog: ModelCatalog
+    checkpointer: BaseCheckpointSaver[Any]
+
+    @property
+    def engine(self) -> Any:
+        return self.machine.engine
+
+    # Agents
+
+    async def create_agent(self, account_id: str, spec: dict[str, Any]) -> AgentRecord:
+        self._check_agent(spec)
+        now = self.machine.clock.now()
+        values = {
+            **spec,
+            "id": new_id("agt"),
+            "account_id": account_id,
+            "created_at": now,
+            "updated_at": now,
+        }
+        return await store.insert_agent(self.engine, values)
+
+    def _check_agent(self, spec: dict[str, Any]) -> None:
+        check_model(self.catalog, spec["model_id"])
+        check_builtin_tools(spec["builtin_tools"])
+        check_tool_names(spec["tools"], spec["builtin_tools"])
+
+    async def agent(self, account_id: str, agent_id: str) -> AgentRecord:
+        agent = await store.get_agent(self.engine, account_id, agent_id)
+        if agent is None:
+            raise not_found("agent", agent_id)
+        return agent
+
+    async def agents(self, account_id: str, page: PageRequest) -> Page[AgentRecord]:
+        return await store.list_agents(self.engine, account_id, page)
+
+    async def update_agent(
+        self, account_id: str, agent_id: str, changes: dict[str, Any]
+    ) -> AgentRecord:
+        current = await self.agent(account_id, agent_id)
+        merged = {
+            "model_id": current.model_id,
+            "tools": current.tools,
+            "builtin_tools": current.builtin_tools,
+            **changes,
+        }
+        self._check_agent(merged)
+        changes = {**changes, "updated_at": self.machine.clock.now()}
+        updated = await store.update_agent(self.engine, account_id, agent_id, changes)
+        if updated is None:
+            raise not_found("agent", agent_id)
+        return updated
+
+    async def delete_agent(self, account_id: str, agent_id: str) -> None:
+        """Delete the agent, its threads, their runs, transcripts and checkpoints."""
+        await self.agent(account_id, agent_id)
+        thread_ids = await store.delete_agent(self.engine, account_id, agent_id)
+        for thread_id in thread_ids:
+            await self.checkpointer.adelete_thread(hosted_thread_key(thread_id))
+
+    # Threads
+
+    async def create_thread(
+        self, account_id: str, agent_id: str, title: str | None, metadata: dict[str, Any] | None
+    ) -> ThreadRecord:
+        await self.agent(account_id, agent_id)
+        values = {
+            "id": new_id("thr"),
+            "account_id": account_id,
+            "agent_id": agent_id,
+            "title": title,
+            "metadata": metadata,
+            "created_at": self.machine.clock.now(),
+        }
+        return await store.insert_thread(self.engine, values)
+
+    async def thread(self, account_id: str, thread_id: str) -> ThreadRecord:
+        thread = await store.get_thread(self.engine, account_id, thread_id)
+        if thread is None:
+            raise not_found("thread", thread_id)
+        return thread
+
+    async def threads(
+        self, account_id: str, agent_id: str, page: PageRequest
+    ) -> Page[ThreadRecord]:
+        await self.agent(account_id, agent_id)
+        return await store.list_threads(self.engine, account_id, agent_id, page)
+
+    async def messages(
+        self, account_id: str, thread_id: str, limit: int, after: str | None
+    ) -> Page[TranscriptMessage]:
+        await self.thread(account_id, thread_id)
+        position = None
+        if after is not None:
+            position = await transcript_store.position_of(self.engine, thread_id, after)
+            if position is None:
+                raise invalid(f"no message with id {after!r} in this thread")
+        return await transcript_store.list_messages(self.engine, thread_id, limit, position)
+
+    # Runs
+
+    async def create_run(
+        self,
+        account_id: str,
+        thread_id: str,
+        run_input: list[dict[str, str]],
+        idempotency_key: str | None,
+    ) -> RunRecord:
+        thread = await self.thread(account_id, thread_id)
+        agent = await self.agent(account_id, thread.agent_id)
+        values = {
+            "id": new_id("run"),
+            "account_id": account_id,
+            "thread_id": thread_id,
+            "agent_id": agent.id,
+            "status": RunStatus.QUEUED.value,
+            "step_count": 0,
+            "max_steps": agent.max_steps,
+            "cost_rupiah": 0,
+            "input": run_input,
+            "pause_count": 0,
+            "attempts": 0,
+            "idempotency_key": idempotency_key,
+            **self.machine.new_run_values(),
+        }
+        try:
+            run, created = await run_store.create_run(self.engine, values)
+        except run_store.ThreadBusyError:
+            raise ApiError(
+                409, "thread_busy", f"thread {thread_id} already has an active run"
+            ) from None
+        if created:
+            await self.machine.events.announce_work()
+        return run
+
+    async def run(self, account_id: str, run_id: str) -> RunRecord:
+        run = await run_store.get_run(self.engine, run_id, account_id)
+        if run is None:
+            raise not_found("run", run_id)
+        return run
+
+    async def runs(self, account_id: str, thread_id: str, page: PageRequest) -> Page[RunRecord]:
+        await self.thread(account_id, thread_id)
+        return await run_store.list_runs(self.engine, account_id, thread_id, page)
+
+    async def wait_for_change(self, account_id: str, run_id: str, seconds: float) -> RunRecord:
+        """The run as soon as its status differs from now, or after `seconds` at the latest."""
+        if not 0 <= seconds <= MAX_WAIT_SECONDS:
+            raise invalid(f"wait must be between 0 and {MAX_WAIT_SECONDS:g} seconds")
+        deadline = time.monotonic() + seconds
+        async with self.machine.events.watch(run_id) as changed:
+            run = await self.run(account_id, run_id)
+            status = run.status
+            while run.status == status and not RunStatus(status).is_terminal:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), remaining)
+                changed.clear()
+                run = await self.run(account_id, run_id)
+        return run
+
+    async def submit_tool_outputs(
+        self, account_id: str, run_id: str, outputs: list[dict[str, str]]
+    ) -> RunRecord:
+        run = await self.run(account_id, run_id)
+        if run.status != RunStatus.REQUIRES_ACTION:
+            raise _not_waiting(run)
+        _check_outputs(run, outputs)
+        by_id = {item["tool_call_id"]: item["output"] for item in outputs}
+        moved = await self.machine.submit_tool_outputs(run, by_id)
+        if moved is None:
+            raise _not_waiting(await self.run(account_id, run_id))
+        return moved
+
+    async def cancel_run(self, account_id: str, run_id: str) -> RunRecord:
+        run = await self.run(account_id, run_id)
+        if RunStatus(run.status).is_terminal:
+            return run
+        cancelled = await self.machine.cancel(run_id)
+        return cancelled or await self.run(account_id, run_id)
+
+
+def _not_waiting(run: RunRecord) -> ApiError:
+    return ApiError(
+        409,
+        "run_not_waiting",
+        f"run {run.id} is {run.status}, not requires_action; its tool outputs were already "
+        "submitted or it ended",
+    )
+
+
+def _check_outputs(run: RunRecord, outputs: list[dict[str, str]]) -> None:
+    pending = [call["id"] for call in run.pending_tool_calls or []]
+    given = [item["tool_call_id"] for item in outputs]
+    duplicates = sorted({call_id for call_id in given if given.count(call_id) > 1})
+    missing = sorted(set(pending) - set(given))
+    unknown = sorted(set(given) - set(pending))
+    problems = []
+    if duplicates:
+        problems.append(f"answered more than once: {', '.join(duplicates)}")
+    if missing:
+        problems.append(f"not answered: {', '.join(missing)}")
+    if unknown:
+        problems.append(f"not pending: {', '.join(unknown)}")
+    if problems:
+        raise invalid(
+            "tool_outputs must answer every pending tool call exactly once; " + "; ".join(problems),
+            "invalid_tool_outputs",
+        )

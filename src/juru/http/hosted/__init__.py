@@ -1,0 +1,1 @@
+"""`/v1`: the Hosted Agents API."""

@@ -1,0 +1,199 @@
+"""Request and response bodies of `/v1`."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Annotated, Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, model_validator
+
+from juru.store.pages import Page
+from juru.store.records import AgentRecord, RunRecord, ThreadRecord, TranscriptMessage
+
+TOOL_NAME = r"^[a-zA-Z0-9_-]{1,64}$"
+MAX_TOOLS = 64
+
+
+def _money(value: Decimal) -> int | float:
+    return int(value) if value == value.to_integral_value() else float(value)
+
+
+Rupiah = Annotated[Decimal, PlainSerializer(_money, return_type=int | float)]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class FunctionIn(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    name: str = Field(pattern=TOOL_NAME)
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+
+
+class ToolIn(_Body):
+    type: Literal["function"]
+    function: FunctionIn
+
+
+class AgentIn(_Body):
+    name: str = Field(min_length=1, max_length=200)
+    model_id: str = Field(min_length=1, max_length=200)
+    system_prompt: str = Field(default="", max_length=100_000)
+    tools: list[ToolIn] = Field(default_factory=list, max_length=MAX_TOOLS)
+    builtin_tools: list[str] = Field(default_factory=list)
+    max_steps: int = Field(default=20, ge=1, le=40)
+
+
+class AgentPatch(_Body):
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    model_id: str | None = Field(default=None, min_length=1, max_length=200)
+    system_prompt: str | None = Field(default=None, max_length=100_000)
+    tools: list[ToolIn] | None = Field(default=None, max_length=MAX_TOOLS)
+    builtin_tools: list[str] | None = None
+    max_steps: int | None = Field(default=None, ge=1, le=40)
+
+    @model_validator(mode="after")
+    def _no_nulls(self) -> AgentPatch:
+        for name in self.model_fields_set:
+            if getattr(self, name) is None:
+                raise ValueError(f"{name} cannot be null")
+        return self
+
+
+class ThreadIn(_Body):
+    title: str | None = Field(default=None, max_length=500)
+    metadata: dict[str, Any] | None = None
+
+
+class InputMessage(_Body):
+    role: Literal["user", "assistant", "system"]
+    content: str
+
+
+class RunIn(_Body):
+    input: str | list[InputMessage]
+
+    def messages(self) -> list[dict[str, str]]:
+        if isinstance(self.input, str):
+            return [{"role": "user", "content": self.input}]
+        return [message.model_dump() for message in self.input]
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> RunIn:
+        if isinstance(self.input, str) and not self.input.strip():
+            raise ValueError("input must not be empty")
+        if isinstance(self.input, list) and not self.input:
+            raise ValueError("input must hold at least one message")
+        return self
+
+
+class ToolOutputIn(_Body):
+    tool_call_id: str
+    output: str
+
+
+class ToolOutputsIn(_Body):
+    outputs: list[ToolOutputIn] = Field(min_length=1)
+
+
+class AgentOut(BaseModel):
+    id: str
+    name: str
+    model_id: str
+    system_prompt: str
+    tools: list[dict[str, Any]]
+    builtin_tools: list[str]
+    max_steps: int
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, agent: AgentRecord) -> AgentOut:
+        return cls.model_validate(agent, from_attributes=True)
+
+
+class ThreadOut(BaseModel):
+    id: str
+    agent_id: str
+    title: str | None
+    metadata: dict[str, Any] | None
+    created_at: datetime
+
+    @classmethod
+    def of(cls, thread: ThreadRecord) -> ThreadOut:
+        return cls.model_validate(thread, from_attributes=True)
+
+
+class PendingToolCall(BaseModel):
+    id: str
+    name: str
+    arguments: str
+
+
+class RunOut(BaseModel):
+    """The run view; `output` is present only once the run succeeded."""
+
+    id: str
+    thread_id: str
+    agent_id: str
+    status: str
+    step_count: int
+    max_steps: int
+    cost_rupiah: Rupiah
+    pending_tool_calls: list[PendingToolCall] | None
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+    output: str | None = None
+
+    @classmethod
+    def of(cls, run: RunRecord) -> dict[str, Any]:
+        view = cls.model_validate(run, from_attributes=True).model_dump(mode="json")
+        if run.status != "succeeded":
+            view.pop("output")
+        return view
+
+
+class MessageOut(BaseModel):
+    id: str
+    thread_id: str
+    run_id: str | None
+    role: str
+    content: str
+    tool_calls: list[PendingToolCall] | None
+    tool_call_id: str | None
+    name: str | None
+    created_at: datetime
+
+    @classmethod
+    def of(cls, message: TranscriptMessage) -> MessageOut:
+        return cls(
+            id=message.message_id,
+            thread_id=message.thread_id,
+            run_id=message.run_id,
+            role=message.role,
+            content=message.content,
+            tool_calls=message.tool_calls,
+            tool_call_id=message.tool_call_id,
+            name=message.name,
+            created_at=message.created_at,
+        )
+
+
+T = TypeVar("T")
+
+
+class ListOut(BaseModel, Generic[T]):
+    object: Literal["list"] = "list"
+    data: list[T]
+    has_more: bool
+    next_cursor: str | None
+
+    @classmethod
+    def of(cls, page: Page[Any], items: list[T], cursor_of: Any) -> ListOut[T]:
+        cursor = cursor_of(page.items[-1]) if page.has_more and page.items else None
+        return cls(data=items, has_more=page.has_more, next_cursor=cursor)

@@ -1,0 +1,142 @@
+"""Queries on accounts, agents and threads. Every read is scoped to an account."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import ColumnElement, Select, Table, delete, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from juru.store.ids import new_id
+from juru.store.pages import Page, PageRequest
+from juru.store.records import AccountRecord, AgentRecord, ThreadRecord
+from juru.store.tables import accounts, agents, threads
+
+LOCAL_ACCOUNT = "local"
+
+
+async def ensure_account(
+    engine: AsyncEngine, name: str, tier: str, balance: Decimal, now: datetime
+) -> AccountRecord:
+    """The account called `name`, created if it does not exist yet."""
+    async with engine.begin() as connection:
+        row = (await connection.execute(select(accounts).where(accounts.c.name == name))).first()
+        if row is None:
+            values = {
+                "id": new_id("acc"),
+                "name": name,
+                "tier": tier,
+                "balance_rupiah": balance,
+                "created_at": now,
+            }
+            await connection.execute(insert(accounts).values(values))
+            row = (await connection.execute(select(accounts).where(accounts.c.name == name))).one()
+    return AccountRecord.from_row(row._mapping)
+
+
+async def page_of(
+    connection: AsyncConnection,
+    table: Table,
+    query: Select[Any],
+    page: PageRequest,
+) -> Page[Any]:
+    """Rows of `query` in id order (ids sort by creation time), one page after `page.after`."""
+    id_column = table.c.id
+    if page.after is not None:
+        cursor: ColumnElement[bool] = (
+            id_column < page.after if page.descending else id_column > page.after
+        )
+        query = query.where(cursor)
+    order = id_column.desc() if page.descending else id_column.asc()
+    rows = (await connection.execute(query.order_by(order).limit(page.limit + 1))).all()
+    return Page(items=[row._mapping for row in rows[: page.limit]], has_more=len(rows) > page.limit)
+
+
+async def insert_agent(engine: AsyncEngine, values: dict[str, Any]) -> AgentRecord:
+    async with engine.begin() as connection:
+        await connection.execute(insert(agents).values(values))
+        row = (await connection.execute(select(agents).where(agents.c.id == values["id"]))).one()
+    return AgentRecord.from_row(row._mapping)
+
+
+async def get_agent(engine: AsyncEngine, account_id: str, agent_id: str) -> AgentRecord | None:
+    async with engine.connect() as connection:
+        row = (
+            await connection.execute(
+                select(agents).where(agents.c.id == agent_id, agents.c.account_id == account_id)
+            )
+        ).first()
+    return None if row is None else AgentRecord.from_row(row._mapping)
+
+
+async def list_agents(engine: AsyncEngine, account_id: str, page: PageRequest) -> Page[AgentRecord]:
+    async with engine.connect() as connection:
+        rows = await page_of(
+            connection, agents, select(agents).where(agents.c.account_id == account_id), page
+        )
+    return Page([AgentRecord.from_row(row) for row in rows.items], rows.has_more)
+
+
+async def update_agent(
+    engine: AsyncEngine, account_id: str, agent_id: str, values: dict[str, Any]
+) -> AgentRecord | None:
+    async with engine.begin() as connection:
+        await connection.execute(
+            update(agents)
+            .where(agents.c.id == agent_id, agents.c.account_id == account_id)
+            .values(values)
+        )
+        row = (
+            await connection.execute(
+                select(agents).where(agents.c.id == agent_id, agents.c.account_id == account_id)
+            )
+        ).first()
+    return None if row is None else AgentRecord.from_row(row._mapping)
+
+
+async def delete_agent(engine: AsyncEngine, account_id: str, agent_id: str) -> list[str]:
+    """Delete the agent with its threads, runs and transcripts; return the thread ids."""
+    async with engine.begin() as connection:
+        thread_ids = list(
+            (
+                await connection.execute(
+                    select(threads.c.id).where(
+                        threads.c.agent_id == agent_id, threads.c.account_id == account_id
+                    )
+                )
+            ).scalars()
+        )
+        await connection.execute(
+            delete(agents).where(agents.c.id == agent_id, agents.c.account_id == account_id)
+        )
+    return thread_ids
+
+
+async def insert_thread(engine: AsyncEngine, values: dict[str, Any]) -> ThreadRecord:
+    async with engine.begin() as connection:
+        await connection.execute(insert(threads).values(values))
+        row = (await connection.execute(select(threads).where(threads.c.id == values["id"]))).one()
+    return ThreadRecord.from_row(row._mapping)
+
+
+async def get_thread(engine: AsyncEngine, account_id: str, thread_id: str) -> ThreadRecord | None:
+    async with engine.connect() as connection:
+        row = (
+            await connection.execute(
+                select(threads).where(threads.c.id == thread_id, threads.c.account_id == account_id)
+            )
+        ).first()
+    return None if row is None else ThreadRecord.from_row(row._mapping)
+
+
+async def list_threads(
+    engine: AsyncEngine, account_id: str, agent_id: str, page: PageRequest
+) -> Page[ThreadRecord]:
+    query = select(threads).where(
+        threads.c.account_id == account_id, threads.c.agent_id == agent_id
+    )
+    async with engine.connect() as connection:
+        rows = await page_of(connection, threads, query, page)
+    return Page([ThreadRecord.from_row(row) for row in rows.items], rows.has_more)

@@ -1,0 +1,93 @@
+"""The rows of the hosted-agents tables, as typed records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, Self
+
+from sqlalchemy import RowMapping
+
+
+class _Record:
+    @classmethod
+    def from_row(cls, row: RowMapping) -> Self:
+        names = {field.name for field in fields(cls)}  # type: ignore[arg-type]
+        return cls(**{name: row[name] for name in names})
+
+
+@dataclass(frozen=True)
+class AccountRecord(_Record):
+    id: str
+    name: str
+    tier: str
+    balance_rupiah: Decimal
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class AgentRecord(_Record):
+    id: str
+    account_id: str
+    name: str
+    model_id: str
+    system_prompt: str
+    tools: list[dict[str, Any]]
+    builtin_tools: list[str]
+    max_steps: int
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class ThreadRecord(_Record):
+    id: str
+    account_id: str
+    agent_id: str
+    title: str | None
+    metadata: dict[str, Any] | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class RunRecord(_Record):
+    id: str
+    account_id: str
+    thread_id: str
+    agent_id: str
+    status: str
+    step_count: int
+    max_steps: int
+    cost_rupiah: Decimal
+    input: list[dict[str, str]]
+    output: str | None
+    error: str | None
+    pending_tool_calls: list[dict[str, str]] | None
+    pause_count: int
+    tool_outputs: dict[str, str] | None
+    idempotency_key: str | None
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    attempts: int
+    active_seconds: float
+    active_since: datetime | None
+    deadline_at: datetime | None
+    waiting_since: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True)
+class TranscriptMessage(_Record):
+    thread_id: str
+    position: int
+    message_id: str
+    run_id: str | None
+    role: str
+    content: str
+    tool_calls: list[dict[str, str]] | None
+    tool_call_id: str | None
+    name: str | None
+    created_at: datetime

@@ -1,0 +1,195 @@
+"""Queries on runs. Every status change is one conditional UPDATE: it happens only if the run
+is still in an expected status (and, for a worker, still under its lease), so two processes can
+never both move a run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, insert, or_, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from juru.engine.states import RunStatus, check_transition
+from juru.store.hosted import page_of
+from juru.store.pages import Page, PageRequest
+from juru.store.records import RunRecord
+from juru.store.tables import runs
+
+
+class ThreadBusyError(RuntimeError):
+    """The thread already has a queued, running or waiting run."""
+
+
+async def _select_run(engine: AsyncEngine, *conditions: Any) -> RunRecord | None:
+    async with engine.connect() as connection:
+        row = (await connection.execute(select(runs).where(*conditions))).first()
+    return None if row is None else RunRecord.from_row(row._mapping)
+
+
+async def get_run(
+    engine: AsyncEngine, run_id: str, account_id: str | None = None
+) -> RunRecord | None:
+    """The run, if it exists (and belongs to `account_id` when one is given)."""
+    conditions = [runs.c.id == run_id]
+    if account_id is not None:
+        conditions.append(runs.c.account_id == account_id)
+    return await _select_run(engine, *conditions)
+
+
+async def find_by_idempotency_key(
+    engine: AsyncEngine, thread_id: str, key: str
+) -> RunRecord | None:
+    return await _select_run(engine, runs.c.thread_id == thread_id, runs.c.idempotency_key == key)
+
+
+async def create_run(engine: AsyncEngine, values: dict[str, Any]) -> tuple[RunRecord, bool]:
+    """Insert a queued run; with an idempotency key already used on the thread, return that run.
+
+    Returns the run and whether it was created now. Raises ThreadBusyError when another run of
+    the thread is active. Concurrent duplicates are settled by the unique constraints.
+    """
+    key = values.get("idempotency_key")
+    if key is not None:
+        existing = await find_by_idempotency_key(engine, values["thread_id"], key)
+        if existing is not None:
+            return existing, False
+    try:
+        async with engine.begin() as connection:
+            await connection.execute(insert(runs).values(values))
+    except IntegrityError:
+        if key is not None:
+            existing = await find_by_idempotency_key(engine, values["thread_id"], key)
+            if existing is not None:
+                return existing, False
+        raise ThreadBusyError(values["thread_id"]) from None
+    created = await get_run(engine, values["id"])
+    assert created is not None
+    return created, True
+
+
+async def list_runs(
+    engine: AsyncEngine, account_id: str, thread_id: str, page: PageRequest
+) -> Page[RunRecord]:
+    query = select(runs).where(runs.c.account_id == account_id, runs.c.thread_id == thread_id)
+    async with engine.connect() as connection:
+        rows = await page_of(connection, runs, query, page)
+    return Page([RunRecord.from_row(row) for row in rows.items], rows.has_more)
+
+
+async def transition_run(
+    engine: AsyncEngine,
+    run_id: str,
+    sources: Collection[RunStatus],
+    target: RunStatus,
+    now: datetime,
+    values: dict[str, Any] | None = None,
+    *conditions: Any,
+) -> RunRecord | None:
+    """Move the run to `target` if it is in one of `sources` (and meets `conditions`).
+
+    Returns the updated run, or None when it was not in an expected status any more.
+    An edge the state machine does not have raises IllegalTransitionError before any write.
+    """
+    for source in sources:
+        check_transition(source, target)
+    statement = (
+        update(runs)
+        .where(runs.c.id == run_id, runs.c.status.in_([s.value for s in sources]), *conditions)
+        .values(status=target.value, updated_at=now, **(values or {}))
+        .returning(*runs.c)
+    )
+    async with engine.begin() as connection:
+        row = (await connection.execute(statement)).first()
+    return None if row is None else RunRecord.from_row(row._mapping)
+
+
+async def claim_next_run(
+    engine: AsyncEngine, worker: str, now: datetime, lease_seconds: float
+) -> RunRecord | None:
+    """Take the oldest run that needs a worker: queued, resumed, or left by a dead worker."""
+    claimable = or_(
+        runs.c.status == RunStatus.QUEUED.value,
+        and_(
+            runs.c.status == RunStatus.RUNNING.value,
+            or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at < now),
+        ),
+    )
+    candidate = select(runs.c.id).where(claimable).order_by(runs.c.id).limit(1)
+    if engine.dialect.name == "postgresql":
+        candidate = candidate.with_for_update(skip_locked=True)
+    check_transition(RunStatus.QUEUED, RunStatus.RUNNING)
+    statement = (
+        update(runs)
+        .where(runs.c.id == candidate.scalar_subquery(), claimable)
+        .values(
+            status=RunStatus.RUNNING.value,
+            lease_owner=worker,
+            lease_expires_at=now + timedelta(seconds=lease_seconds),
+            attempts=runs.c.attempts + 1,
+            updated_at=now,
+        )
+        .returning(*runs.c)
+    )
+    async with engine.begin() as connection:
+        row = (await connection.execute(statement)).first()
+    return None if row is None else RunRecord.from_row(row._mapping)
+
+
+def _held_by(worker: str) -> Any:
+    return and_(runs.c.status == RunStatus.RUNNING.value, runs.c.lease_owner == worker)
+
+
+async def renew_lease(
+    engine: AsyncEngine, run_id: str, worker: str, now: datetime, lease_seconds: float
+) -> bool:
+    """Extend the worker's lease; False when the run is no longer running under it."""
+    statement = (
+        update(runs)
+        .where(runs.c.id == run_id, _held_by(worker))
+        .values(lease_expires_at=now + timedelta(seconds=lease_seconds))
+    )
+    async with engine.begin() as connection:
+        result = await connection.execute(statement)
+    return bool(result.rowcount)
+
+
+async def record_progress(
+    engine: AsyncEngine, run_id: str, worker: str, now: datetime, step_count: int
+) -> bool:
+    statement = (
+        update(runs)
+        .where(runs.c.id == run_id, _held_by(worker))
+        .values(step_count=step_count, updated_at=now)
+    )
+    async with engine.begin() as connection:
+        result = await connection.execute(statement)
+    return bool(result.rowcount)
+
+
+def held_by(worker: str) -> Any:
+    """The condition that the run is running under `worker`'s lease."""
+    return _held_by(worker)
+
+
+async def overdue_runs(
+    engine: AsyncEngine, now: datetime, waiting_cutoff: datetime, limit: int = 100
+) -> list[RunRecord]:
+    """Runs past their wall-clock deadline, or waiting for tool outputs since before the cutoff."""
+    waiting_too_long = and_(
+        runs.c.status == RunStatus.REQUIRES_ACTION.value, runs.c.waiting_since < waiting_cutoff
+    )
+    over_deadline = and_(
+        runs.c.status.in_([RunStatus.QUEUED.value, RunStatus.RUNNING.value]),
+        runs.c.deadline_at < now,
+    )
+    async with engine.connect() as connection:
+        rows = (
+            await connection.execute(
+                select(runs).where(or_(waiting_too_long, over_deadline)).limit(limit)
+            )
+        ).all()
+    return [RunRecord.from_row(row._mapping) for row in rows]
