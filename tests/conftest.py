@@ -14,11 +14,13 @@ from fastapi import FastAPI
 from httpx import ASGITransport, AsyncClient
 
 from juru.app import create_app
+from juru.engine.clock import ManualClock
 from juru.settings import Settings
 from juru.store.checkpointer import open_checkpointer
 from juru.store.migrations import upgrade_to_head
 from juru.store.urls import DatabaseUrl
 from tests.support.fake_openai import FakeOpenAIServer
+from tests.support.hosted import HostedHarness
 
 POSTGRES_URL = os.environ.get("JURU_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 REQUIRE_POSTGRES = os.environ.get("JURU_REQUIRE_POSTGRES") == "1"
@@ -138,3 +140,12 @@ def fake_openai(fake_openai_server: FakeOpenAIServer) -> FakeOpenAIServer:
 
 def openai_env(server: FakeOpenAIServer) -> dict[str, str]:
     return {"OPENAI_API_KEY": "test-key", "OPENAI_BASE_URL": server.base_url}
+
+
+@pytest.fixture
+async def hosted(settings_factory: Callable[..., Settings]) -> AsyncIterator[HostedHarness]:
+    """The API on a real database with a manual clock and no background workers."""
+    clock = ManualClock()
+    app = create_app(settings_factory(workers=0), clock=clock)
+    async for http_client in start_client(app):
+        yield HostedHarness(app, http_client, clock)

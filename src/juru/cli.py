@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import signal
 from typing import Annotated
 
 import typer
@@ -35,6 +37,32 @@ def serve(
         f" · playground {'on' if settings.playground_enabled else 'off'}"
     )
     uvicorn.run(create_app(settings), host=bind_host, port=bind_port, log_level="info")
+
+
+@cli.command()
+def worker(
+    concurrency: Annotated[
+        int | None, typer.Option(help="Runs executed at once (default $JURU_WORKERS, else 8).")
+    ] = None,
+) -> None:
+    """Execute hosted runs without serving HTTP (scale out on PostgreSQL)."""
+    settings = Settings()
+    slots = concurrency or settings.workers or 8
+    console.print(
+        f"Juru worker · {slots} slots · database {DatabaseUrl.parse(settings.database_url).dialect}"
+    )
+    asyncio.run(_work(settings, slots))
+
+
+async def _work(settings: Settings, slots: int) -> None:
+    from juru.context import open_context, running_workers
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    async with open_context(settings) as context, running_workers(context, slots):
+        await stop.wait()
 
 
 @db_cli.command("upgrade")

@@ -467,3 +467,25 @@ async def test_agent_loop_streams_tokens() -> None:
     ]
     assert len(tokens) > 1
     assert "".join(str(t) for t in tokens).startswith("[Juru demo model]")
+
+
+def test_indonesian_weather_question_calls_the_weather_tool() -> None:
+    model = DemoChatModel().bind_tools([WEATHER_TOOL_FOR_SYNONYMS])
+    reply = model.invoke("Cuaca di Jakarta?")
+    assert [(c["name"], c["args"]) for c in reply.tool_calls] == [
+        ("get_weather", {"city": "Jakarta"})
+    ]
+
+
+WEATHER_TOOL_FOR_SYNONYMS = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Ambil cuaca terkini untuk sebuah kota",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}

@@ -75,9 +75,14 @@ def _raw_words(text: str) -> list[str]:
     return re.findall(r"[^\W_]+", text.lower())
 
 
+# A few Indonesian words, so the demo also understands messages like "Cuaca di Jakarta?".
+_SYNONYMS = {"cuaca": "weather", "surel": "email", "kirim": "send", "surat": "email"}
+
+
 def message_words(text: str) -> set[str]:
-    """The normalised words of a message."""
-    return {_normalise(word) for word in _raw_words(text)}
+    """The normalised words of a message (Indonesian ones also under their English twin)."""
+    words = {_normalise(word) for word in _raw_words(text)}
+    return words | {_SYNONYMS[word] for word in words if word in _SYNONYMS}
 
 
 def split_identifier(name: str) -> list[str]:

@@ -1,0 +1,97 @@
+"""Helpers for tests of the Hosted Agents API: an app with a manual clock and a test worker."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import FastAPI
+from httpx import AsyncClient, Response
+
+from juru.context import AppContext
+from juru.engine.clock import ManualClock
+from juru.engine.worker import Worker
+
+WEATHER_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather for a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
+
+
+@dataclass
+class HostedHarness:
+    """An app without background workers: tests run the worker step by step."""
+
+    app: FastAPI
+    client: AsyncClient
+    clock: ManualClock
+    workers: list[Worker] = field(default_factory=list)
+
+    @property
+    def context(self) -> AppContext:
+        context: AppContext = self.app.state.context
+        return context
+
+    def worker(self, name: str = "test-worker") -> Worker:
+        worker = Worker(self.context.run_context(), concurrency=8, name=name)
+        self.workers.append(worker)
+        return worker
+
+    async def work(self) -> None:
+        """Execute every run that needs a worker, until none is left."""
+        worker = self.worker()
+        while await worker.fill_slots():
+            await worker.drain()
+
+    async def create_agent(self, **overrides: Any) -> dict[str, Any]:
+        body = {"name": "Weather", "model_id": "juru/demo", "tools": [WEATHER_TOOL], **overrides}
+        response = await self.client.post("/v1/agents", json=body)
+        assert response.status_code == 201, response.text
+        agent: dict[str, Any] = response.json()
+        return agent
+
+    async def create_thread(self, agent_id: str) -> dict[str, Any]:
+        response = await self.client.post(f"/v1/agents/{agent_id}/threads", json={})
+        assert response.status_code == 201, response.text
+        thread: dict[str, Any] = response.json()
+        return thread
+
+    async def start_run(
+        self,
+        thread_id: str,
+        run_input: Any = "What is the weather in Jakarta?",
+        key: str | None = None,
+    ) -> Response:
+        headers = {"Idempotency-Key": key} if key else {}
+        return await self.client.post(
+            f"/v1/threads/{thread_id}/runs", json={"input": run_input}, headers=headers
+        )
+
+    async def new_run(self, **agent: Any) -> dict[str, Any]:
+        """A queued run on a fresh agent and thread."""
+        created = await self.create_agent(**agent)
+        thread = await self.create_thread(created["id"])
+        response = await self.start_run(thread["id"])
+        assert response.status_code == 202, response.text
+        run: dict[str, Any] = response.json()
+        return run
+
+    async def get_run(self, run_id: str) -> dict[str, Any]:
+        response = await self.client.get(f"/v1/runs/{run_id}")
+        assert response.status_code == 200, response.text
+        run: dict[str, Any] = response.json()
+        return run
+
+    async def answer(self, run: dict[str, Any], output: str = '{"temp_c": 32}') -> Response:
+        outputs = [{"tool_call_id": c["id"], "output": output} for c in run["pending_tool_calls"]]
+        return await self.client.post(
+            f"/v1/runs/{run['id']}/tool_outputs", json={"outputs": outputs}
+        )
