@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 from typing import Annotated
 
@@ -48,6 +49,11 @@ def worker(
     """Execute hosted runs without serving HTTP (scale out on PostgreSQL)."""
     settings = Settings()
     slots = concurrency or settings.workers or 8
+    # A worker's log is its only output: which runs it took, and what went wrong.
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("juru").setLevel(logging.INFO)
     console.print(
         f"Juru worker · {slots} slots · database {DatabaseUrl.parse(settings.database_url).dialect}"
     )

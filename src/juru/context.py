@@ -83,7 +83,8 @@ async def open_context(
         await events.start()
         async with open_checkpointer(database) as checkpointer:
             registry = FeatureRegistry(features, checkpointer)
-            machine = RunMachine(engine, events, clock, limits or RunLimits())
+            limits = limits or RunLimits(lease_seconds=settings.lease_seconds)
+            machine = RunMachine(engine, events, clock, limits)
             account = await ensure_account(engine, LOCAL_ACCOUNT, "paid", Decimal(0), clock.now())
             yield AppContext(
                 settings=settings,

@@ -39,6 +39,12 @@ class Settings(BaseSettings):
     model_catalog: Path | None = None
     features: Annotated[list[str], NoDecode] = Field(default_factory=list)
     workers: int = Field(default=8, ge=0, le=1000)
+    lease_seconds: float = Field(
+        default=30.0,
+        ge=1,
+        description="How long a worker holds a run without renewing; a dead worker's run is "
+        "taken over once its lease has expired.",
+    )
     host: str = "127.0.0.1"
     port: int = Field(default=8000, validation_alias=AliasChoices("PORT", "JURU_PORT"))
     playground_enabled: bool = Field(

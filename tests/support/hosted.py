@@ -10,7 +10,7 @@ from httpx import AsyncClient, Response
 
 from juru.context import AppContext
 from juru.engine.clock import ManualClock
-from juru.engine.worker import Worker
+from juru.engine.worker import Reaper, Worker
 
 WEATHER_TOOL: dict[str, Any] = {
     "type": "function",
@@ -44,6 +44,10 @@ class HostedHarness:
         worker = Worker(self.context.run_context(), concurrency=8, name=name)
         self.workers.append(worker)
         return worker
+
+    async def reap(self) -> int:
+        """One reaper sweep at the clock's current time; how many runs it ended."""
+        return await Reaper(self.context.run_context()).reap_once()
 
     async def work(self) -> None:
         """Execute every run that needs a worker, until none is left."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from juru.engine.states import FailureReason
 from juru.engine.transcript import transcript_entries
 from juru.models.catalog import ModelCatalog
 from juru.store import hosted as hosted_store
+from juru.store.checkpointer import settle_checkpointer
 from juru.store.pruning import prune_checkpoints
 from juru.store.records import AgentRecord, RunRecord
 from juru.store.transcript import append_messages
@@ -78,15 +78,18 @@ class RunExecution:
         self.worker = worker
         self.thread_key = hosted_thread_key(run.thread_id)
         self.lease_lost = False
+        self.finishing = False
 
     async def execute(self) -> None:
         """Run to the next pause or the end, guarded by the lease (renewed, and watched)."""
         main = asyncio.current_task()
         assert main is not None
-        guard = asyncio.create_task(self._guard_lease(main))
+        done = asyncio.Event()
+        guard = asyncio.create_task(self._guard_lease(main, done))
         try:
             await self._execute()
         except asyncio.CancelledError:
+            await settle_checkpointer(self.context.checkpointer)
             if not self.lease_lost:
                 raise
             logger.info(
@@ -95,17 +98,21 @@ class RunExecution:
                 self.worker,
             )
         finally:
-            guard.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await guard
+            done.set()
+            await guard
 
-    async def _guard_lease(self, main: asyncio.Task[Any]) -> None:
+    async def _guard_lease(self, main: asyncio.Task[Any], done: asyncio.Event) -> None:
+        """Renew the lease; the moment the run is no longer ours, cancel the execution."""
         interval = self.machine.limits.lease_seconds / 3
         async with self.machine.events.watch(self.run.id) as changed:
-            while True:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(changed.wait(), interval)
+            while not done.is_set():
+                waits = [asyncio.ensure_future(changed.wait()), asyncio.ensure_future(done.wait())]
+                await asyncio.wait(waits, timeout=interval, return_when=asyncio.FIRST_COMPLETED)
+                for waiting in waits:
+                    waiting.cancel()
                 changed.clear()
+                if done.is_set() or self.finishing:
+                    return
                 if not await self.machine.renew_lease(self.run, self.worker):
                     self.lease_lost = True
                     main.cancel()
@@ -186,6 +193,8 @@ class RunExecution:
         )
 
     async def _finish(self, agent: Pregel[Any, Any, Any, Any], turn: runner.Turn | None) -> None:
+        # From here on the execution settles the run itself: the guard must not cut it short.
+        self.finishing = True
         state = await agent.aget_state({"configurable": {"thread_id": self.thread_key}})
         steps = int(state.values.get("run_steps", self.run.step_count))
         if turn is not None and turn.error is not None:
@@ -201,4 +210,4 @@ class RunExecution:
             last = state.values["messages"][-1] if state.values.get("messages") else None
             output = last.text if isinstance(last, AIMessage) else ""
             await self.machine.succeed(self.run, self.worker, output, steps)
-        await prune_checkpoints(self.context.checkpointer, self.thread_key)
+        await asyncio.shield(prune_checkpoints(self.context.checkpointer, self.thread_key))

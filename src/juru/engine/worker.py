@@ -48,6 +48,7 @@ class Worker:
             run = await self.machine.claim(self.name)
             if run is None:
                 break
+            logger.info("worker %s took run %s (attempt %d)", self.name, run.id, run.attempts)
             execution = RunExecution(self.context, run, self.name)
             task = asyncio.create_task(self._execute(execution), name=f"run {run.id}")
             self._running.add(task)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import aiosqlite
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -41,3 +42,15 @@ async def open_checkpointer(database: DatabaseUrl) -> AsyncIterator[BaseCheckpoi
         postgres_saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
         await postgres_saver.setup()
         yield postgres_saver
+
+
+async def settle_checkpointer(checkpointer: BaseCheckpointSaver[Any]) -> None:
+    """Roll back a checkpoint write that a cancelled task left half-done.
+
+    The SQLite saver shares one connection; a write cancelled before its COMMIT would keep the
+    database locked for everyone else.
+    """
+    if isinstance(checkpointer, AsyncSqliteSaver):
+        async with checkpointer.lock:
+            if checkpointer.conn.in_transaction:
+                await checkpointer.conn.rollback()

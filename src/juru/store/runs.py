@@ -11,13 +11,14 @@ from typing import Any
 
 from sqlalchemy import and_, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from juru.engine.states import RunStatus, check_transition
 from juru.store.hosted import page_of
 from juru.store.pages import Page, PageRequest
 from juru.store.records import RunRecord
 from juru.store.tables import runs
+from juru.store.transactions import write
 
 
 class ThreadBusyError(RuntimeError):
@@ -46,6 +47,21 @@ async def find_by_idempotency_key(
     return await _select_run(engine, runs.c.thread_id == thread_id, runs.c.idempotency_key == key)
 
 
+async def _returning_run(engine: AsyncEngine, statement: Any) -> RunRecord | None:
+    async def execute(connection: AsyncConnection) -> Any:
+        return (await connection.execute(statement)).first()
+
+    row = await write(engine, execute)
+    return None if row is None else RunRecord.from_row(row._mapping)
+
+
+async def _changed_a_row(engine: AsyncEngine, statement: Any) -> bool:
+    async def execute(connection: AsyncConnection) -> int:
+        return (await connection.execute(statement)).rowcount
+
+    return bool(await write(engine, execute))
+
+
 async def create_run(engine: AsyncEngine, values: dict[str, Any]) -> tuple[RunRecord, bool]:
     """Insert a queued run; with an idempotency key already used on the thread, return that run.
 
@@ -58,8 +74,7 @@ async def create_run(engine: AsyncEngine, values: dict[str, Any]) -> tuple[RunRe
         if existing is not None:
             return existing, False
     try:
-        async with engine.begin() as connection:
-            await connection.execute(insert(runs).values(values))
+        await write(engine, lambda connection: connection.execute(insert(runs).values(values)))
     except IntegrityError:
         if key is not None:
             existing = await find_by_idempotency_key(engine, values["thread_id"], key)
@@ -102,9 +117,7 @@ async def transition_run(
         .values(status=target.value, updated_at=now, **(values or {}))
         .returning(*runs.c)
     )
-    async with engine.begin() as connection:
-        row = (await connection.execute(statement)).first()
-    return None if row is None else RunRecord.from_row(row._mapping)
+    return await _returning_run(engine, statement)
 
 
 async def claim_next_run(
@@ -134,9 +147,7 @@ async def claim_next_run(
         )
         .returning(*runs.c)
     )
-    async with engine.begin() as connection:
-        row = (await connection.execute(statement)).first()
-    return None if row is None else RunRecord.from_row(row._mapping)
+    return await _returning_run(engine, statement)
 
 
 def _held_by(worker: str) -> Any:
@@ -152,9 +163,7 @@ async def renew_lease(
         .where(runs.c.id == run_id, _held_by(worker))
         .values(lease_expires_at=now + timedelta(seconds=lease_seconds))
     )
-    async with engine.begin() as connection:
-        result = await connection.execute(statement)
-    return bool(result.rowcount)
+    return await _changed_a_row(engine, statement)
 
 
 async def record_progress(
@@ -165,9 +174,7 @@ async def record_progress(
         .where(runs.c.id == run_id, _held_by(worker))
         .values(step_count=step_count, updated_at=now)
     )
-    async with engine.begin() as connection:
-        result = await connection.execute(statement)
-    return bool(result.rowcount)
+    return await _changed_a_row(engine, statement)
 
 
 def held_by(worker: str) -> Any:

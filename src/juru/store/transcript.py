@@ -9,11 +9,12 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from juru.store.pages import Page
 from juru.store.records import TranscriptMessage
 from juru.store.tables import thread_messages
+from juru.store.transactions import write
 
 
 async def append_messages(
@@ -27,7 +28,8 @@ async def append_messages(
     if not messages:
         return
     insert = sqlite_insert if engine.dialect.name == "sqlite" else postgresql_insert
-    async with engine.begin() as connection:
+
+    async def append(connection: AsyncConnection) -> None:
         last = await connection.scalar(
             select(func.max(thread_messages.c.position)).where(
                 thread_messages.c.thread_id == thread_id
@@ -56,6 +58,8 @@ async def append_messages(
                 )
                 .on_conflict_do_nothing()
             )
+
+    await write(engine, append)
 
 
 async def list_messages(

@@ -1,0 +1,379 @@
+"""The run state machine and the engine on real databases: every transition, failure reason,
+race and time limit (driven by a manual clock)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+from sqlalchemy import text, update
+from sqlalchemy.exc import IntegrityError
+
+from juru.app import create_app
+from juru.engine.clock import ManualClock
+from juru.engine.execution import hosted_thread_key
+from juru.engine.states import RunStatus
+from juru.settings import Settings
+from juru.store import runs as run_store
+from juru.store.pruning import count_checkpoints
+from juru.store.tables import runs
+from tests.conftest import openai_env, start_client
+from tests.support.fake_openai import FakeOpenAIServer
+from tests.support.hosted import HostedHarness
+
+OPENAI_MODEL = "openai/gpt-4o-mini"
+WEATHER_CALL = {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Jakarta"}}]}
+
+
+@pytest.fixture
+async def hosted_openai(
+    settings_factory: Callable[..., Settings], fake_openai: FakeOpenAIServer
+) -> AsyncIterator[HostedHarness]:
+    clock = ManualClock()
+    settings = settings_factory(workers=0, provider_env=openai_env(fake_openai))
+    app = create_app(settings, clock=clock)
+    async for client in start_client(app):
+        yield HostedHarness(app, client, clock)
+
+
+async def statuses(hosted: HostedHarness) -> dict[str, str]:
+    async with hosted.context.engine.connect() as connection:
+        rows = (await connection.execute(runs.select())).all()
+    return {row.id: row.status for row in rows}
+
+
+class TestTheHappyPath:
+    async def test_queued_running_requires_action_running_succeeded(
+        self, hosted: HostedHarness
+    ) -> None:
+        run = await hosted.new_run()
+        assert run["status"] == "queued"
+        await hosted.work()
+        paused = await hosted.get_run(run["id"])
+        assert paused["status"] == "requires_action" and paused["step_count"] == 1
+        [call] = paused["pending_tool_calls"]
+        assert call["name"] == "get_weather" and json.loads(call["arguments"]) == {
+            "city": "Jakarta"
+        }
+        resumed = await hosted.answer(paused, "sunny, 31 C")
+        assert resumed.status_code == 200 and resumed.json()["status"] == "running"
+        assert resumed.json()["pending_tool_calls"] is None
+        await hosted.work()
+        done = await hosted.get_run(run["id"])
+        assert done["status"] == "succeeded" and done["output"] == "sunny, 31 C"
+        assert done["step_count"] == 2 and done["error"] is None
+
+    async def test_a_run_can_pause_more_than_once(
+        self, hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+    ) -> None:
+        other_city = {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Bandung"}}]}
+        fake_openai.script([WEATHER_CALL, other_city, {"content": "Both are warm."}])
+        run = await hosted_openai.new_run(model_id=OPENAI_MODEL)
+        for city in ("Jakarta", "Bandung"):
+            await hosted_openai.work()
+            paused = await hosted_openai.get_run(run["id"])
+            assert paused["status"] == "requires_action"
+            assert json.loads(paused["pending_tool_calls"][0]["arguments"]) == {"city": city}
+            assert (await hosted_openai.answer(paused)).status_code == 200
+        await hosted_openai.work()
+        done = await hosted_openai.get_run(run["id"])
+        assert done["status"] == "succeeded" and done["output"] == "Both are warm."
+        assert done["step_count"] == 3
+
+    async def test_old_checkpoints_are_pruned(self, hosted: HostedHarness) -> None:
+        run = await hosted.new_run()
+        await hosted.work()
+        await hosted.answer(await hosted.get_run(run["id"]))
+        await hosted.work()
+        key = hosted_thread_key(run["thread_id"])
+        assert await count_checkpoints(hosted.context.checkpointer, key) == 1
+        second = await hosted.start_run(run["thread_id"], "What is the weather in Bandung?")
+        await hosted.work()
+        await hosted.answer(await hosted.get_run(second.json()["id"]))
+        await hosted.work()
+        assert await count_checkpoints(hosted.context.checkpointer, key) == 1
+        state = await hosted.context.checkpointer.aget({"configurable": {"thread_id": key}})
+        assert state is not None and len(state["channel_values"]["messages"]) == 8
+
+
+class TestFailures:
+    async def test_step_limit(self, hosted: HostedHarness) -> None:
+        run = await hosted.new_run(max_steps=1)
+        await hosted.work()
+        await hosted.answer(await hosted.get_run(run["id"]))
+        await hosted.work()
+        failed = await hosted.get_run(run["id"])
+        assert failed["status"] == "failed" and failed["error"] == "step_limit"
+        assert failed["step_count"] == 1 and "output" not in failed
+
+    async def test_loop(self, hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer) -> None:
+        fake_openai.script([{**WEATHER_CALL, "repeat": True}])
+        run = await hosted_openai.new_run(model_id=OPENAI_MODEL)
+        for _ in range(2):
+            await hosted_openai.work()
+            await hosted_openai.answer(await hosted_openai.get_run(run["id"]))
+        await hosted_openai.work()
+        failed = await hosted_openai.get_run(run["id"])
+        assert failed["status"] == "failed" and failed["error"] == "loop"
+
+    async def test_the_same_call_twice_is_not_a_loop(
+        self, hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+    ) -> None:
+        fake_openai.script([WEATHER_CALL, WEATHER_CALL, {"content": "done"}])
+        run = await hosted_openai.new_run(model_id=OPENAI_MODEL)
+        for _ in range(2):
+            await hosted_openai.work()
+            await hosted_openai.answer(await hosted_openai.get_run(run["id"]))
+        await hosted_openai.work()
+        assert (await hosted_openai.get_run(run["id"]))["status"] == "succeeded"
+
+    async def test_model_failure_message(
+        self, hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+    ) -> None:
+        fake_openai.script([{"error": {"status": 400, "message": "prompt is too long"}}])
+        run = await hosted_openai.new_run(model_id=OPENAI_MODEL)
+        await hosted_openai.work()
+        failed = await hosted_openai.get_run(run["id"])
+        assert failed["status"] == "failed" and "prompt is too long" in failed["error"]
+
+    async def test_timeout_counts_queued_and_running_time(self, hosted: HostedHarness) -> None:
+        run = await hosted.new_run()
+        hosted.clock.advance(599)
+        assert await hosted.reap() == 0
+        hosted.clock.advance(2)
+        assert await hosted.reap() == 1
+        failed = await hosted.get_run(run["id"])
+        assert failed["status"] == "failed" and failed["error"] == "timeout"
+        await hosted.work()
+        assert (await hosted.get_run(run["id"]))["status"] == "failed"
+
+    async def test_time_waiting_for_tool_outputs_does_not_count(
+        self, hosted: HostedHarness
+    ) -> None:
+        run = await hosted.new_run()
+        hosted.clock.advance(500)
+        await hosted.work()
+        hosted.clock.advance(3000)
+        assert await hosted.reap() == 0
+        await hosted.answer(await hosted.get_run(run["id"]))
+        hosted.clock.advance(99)
+        assert await hosted.reap() == 0
+        hosted.clock.advance(2)
+        assert await hosted.reap() == 1
+        assert (await hosted.get_run(run["id"]))["error"] == "timeout"
+
+    async def test_expiry_after_an_hour_in_requires_action(self, hosted: HostedHarness) -> None:
+        run = await hosted.new_run()
+        await hosted.work()
+        hosted.clock.advance(3599)
+        assert await hosted.reap() == 0
+        hosted.clock.advance(2)
+        assert await hosted.reap() == 1
+        expired = await hosted.get_run(run["id"])
+        assert expired["status"] == "expired" and expired["pending_tool_calls"] is None
+        late = await hosted.answer({**expired, "pending_tool_calls": [{"id": "x"}]})
+        assert late.status_code == 409
+
+
+class TestIllegalTransitions:
+    async def test_ended_runs_cannot_move(self, hosted: HostedHarness) -> None:
+        run = await hosted.new_run()
+        cancelled = await hosted.client.post(f"/v1/runs/{run['id']}/cancel")
+        assert cancelled.json()["status"] == "cancelled"
+        record = await run_store.get_run(hosted.context.engine, run["id"])
+        assert record is not None
+        machine = hosted.context.machine
+        assert await machine.cancel(run["id"]) is None
+        assert await machine.fail(record, "x", sources=(RunStatus.QUEUED,)) is None
+        assert await machine.claim("someone") is None
+        assert (await hosted.get_run(run["id"]))["status"] == "cancelled"
+
+    async def test_the_database_refuses_an_unknown_status(self, hosted: HostedHarness) -> None:
+        run = await hosted.new_run()
+        with pytest.raises(IntegrityError):
+            async with hosted.context.engine.begin() as connection:
+                await connection.execute(
+                    update(runs).where(runs.c.id == run["id"]).values(status="paused")
+                )
+
+    async def test_two_active_runs_on_one_thread_cannot_be_stored(
+        self, hosted: HostedHarness
+    ) -> None:
+        run = await hosted.new_run()
+        with pytest.raises(IntegrityError):
+            async with hosted.context.engine.begin() as connection:
+                await connection.execute(
+                    text(
+                        "INSERT INTO runs SELECT 'run_copy', account_id, thread_id, agent_id, "
+                        "status, step_count, max_steps, cost_rupiah, input, output, error, "
+                        "pending_tool_calls, pause_count, tool_outputs, NULL, lease_owner, "
+                        "lease_expires_at, attempts, active_seconds, active_since, deadline_at, "
+                        "waiting_since, created_at, updated_at, finished_at FROM runs "
+                        "WHERE id = :id"
+                    ),
+                    {"id": run["id"]},
+                )
+
+
+class TestRaces:
+    async def test_fifty_concurrent_requests_with_one_key_make_one_run(
+        self, hosted: HostedHarness
+    ) -> None:
+        agent = await hosted.create_agent()
+        thread = await hosted.create_thread(agent["id"])
+        responses = await asyncio.gather(
+            *(hosted.start_run(thread["id"], key="same-key") for _ in range(50))
+        )
+        assert {response.status_code for response in responses} == {202}
+        assert len({response.json()["id"] for response in responses}) == 1
+        assert len(await statuses(hosted)) == 1
+
+    async def test_twenty_concurrent_tool_outputs_one_accepted(self, hosted: HostedHarness) -> None:
+        run = await hosted.new_run()
+        await hosted.work()
+        paused = await hosted.get_run(run["id"])
+        responses = await asyncio.gather(*(hosted.answer(paused, f"out {i}") for i in range(20)))
+        codes = sorted(response.status_code for response in responses)
+        assert codes == [200] + [409] * 19
+        assert all(
+            r.json()["error"]["code"] == "run_not_waiting"
+            for r in responses
+            if r.status_code == 409
+        )
+        await hosted.work()
+        done = await hosted.get_run(run["id"])
+        accepted = next(r for r in responses if r.status_code == 200)
+        assert done["status"] == "succeeded"
+        assert done["output"] == f"out {responses.index(accepted)}"
+
+    async def test_incomplete_tool_outputs_change_nothing(self, hosted: HostedHarness) -> None:
+        run = await hosted.new_run()
+        await hosted.work()
+        paused = await hosted.get_run(run["id"])
+        call_id = paused["pending_tool_calls"][0]["id"]
+        for outputs in (
+            [{"tool_call_id": "nope", "output": "x"}],
+            [{"tool_call_id": call_id, "output": "x"}, {"tool_call_id": call_id, "output": "y"}],
+            [{"tool_call_id": call_id, "output": "x"}, {"tool_call_id": "extra", "output": "y"}],
+        ):
+            response = await hosted.client.post(
+                f"/v1/runs/{run['id']}/tool_outputs", json={"outputs": outputs}
+            )
+            assert response.status_code == 400
+            assert response.json()["error"]["code"] == "invalid_tool_outputs"
+            assert await hosted.get_run(run["id"]) == paused
+        assert (await hosted.answer(paused)).status_code == 200
+
+    async def test_an_expired_lease_lets_another_worker_finish_the_run(
+        self, hosted: HostedHarness
+    ) -> None:
+        run = await hosted.new_run()
+        machine = hosted.context.machine
+        claimed = await machine.claim("worker-that-dies")
+        assert claimed is not None and claimed.id == run["id"]
+        assert await machine.claim("impatient") is None
+        hosted.clock.advance(machine.limits.lease_seconds + 1)
+        await hosted.work()
+        paused = await hosted.get_run(run["id"])
+        assert paused["status"] == "requires_action"
+        record = await run_store.get_run(hosted.context.engine, run["id"])
+        assert record is not None and record.attempts == 2
+        assert await machine.succeed(claimed, "worker-that-dies", "late", 1) is None
+
+
+class TestCancel:
+    async def test_cancel_while_queued(self, hosted: HostedHarness) -> None:
+        run = await hosted.new_run()
+        response = await hosted.client.post(f"/v1/runs/{run['id']}/cancel")
+        assert response.status_code == 200 and response.json()["status"] == "cancelled"
+        await hosted.work()
+        assert (await hosted.get_run(run["id"]))["status"] == "cancelled"
+
+    async def test_cancel_in_requires_action(self, hosted: HostedHarness) -> None:
+        run = await hosted.new_run()
+        await hosted.work()
+        paused = await hosted.get_run(run["id"])
+        cancelled = (await hosted.client.post(f"/v1/runs/{run['id']}/cancel")).json()
+        assert cancelled["status"] == "cancelled" and cancelled["pending_tool_calls"] is None
+        assert (await hosted.answer(paused)).status_code == 409
+
+    async def test_cancel_of_an_ended_run_returns_it_unchanged(self, hosted: HostedHarness) -> None:
+        run = await hosted.new_run()
+        await hosted.client.post(f"/v1/runs/{run['id']}/cancel")
+        before = await hosted.get_run(run["id"])
+        hosted.clock.advance(10)
+        again = await hosted.client.post(f"/v1/runs/{run['id']}/cancel")
+        assert again.status_code == 200 and again.json() == before
+
+    async def test_cancel_during_a_slow_model_call(
+        self, hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+    ) -> None:
+        fake_openai.script([{"content": "too late", "delay": 60}])
+        run = await hosted_openai.new_run(model_id=OPENAI_MODEL)
+        worker = hosted_openai.worker()
+        assert await worker.fill_slots() == 1
+        await _until(lambda: len(fake_openai.requests()) == 1)
+        response = await hosted_openai.client.post(f"/v1/runs/{run['id']}/cancel")
+        assert response.json()["status"] == "cancelled"
+        await asyncio.wait_for(worker.drain(), timeout=20)
+        final = await hosted_openai.get_run(run["id"])
+        assert final["status"] == "cancelled" and "output" not in final
+
+    async def test_the_thread_is_usable_after_a_cancelled_pause(
+        self, hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+    ) -> None:
+        fake_openai.script([WEATHER_CALL, {"content": "Hello again."}])
+        run = await hosted_openai.new_run(model_id=OPENAI_MODEL)
+        await hosted_openai.work()
+        await hosted_openai.client.post(f"/v1/runs/{run['id']}/cancel")
+        second = await hosted_openai.start_run(run["thread_id"], "hello?")
+        assert second.status_code == 202
+        await hosted_openai.work()
+        done = await hosted_openai.get_run(second.json()["id"])
+        assert done["status"] == "succeeded" and done["output"] == "Hello again."
+        history = fake_openai.requests()[-1]["messages"]
+        assert [m["role"] for m in history] == ["user", "assistant", "tool", "user"]
+        assert history[2]["content"].startswith("This tool call was never answered")
+
+
+class TestWaiting:
+    async def test_wait_returns_when_the_status_changes(self, hosted: HostedHarness) -> None:
+        run = await hosted.new_run()
+        waiter = asyncio.create_task(hosted.client.get(f"/v1/runs/{run['id']}?wait=30"))
+        await _until(lambda: _has_watcher(hosted, run["id"]))
+        await hosted.client.post(f"/v1/runs/{run['id']}/cancel")
+        response = await asyncio.wait_for(waiter, timeout=10)
+        assert response.json()["status"] == "cancelled"
+
+    async def test_wait_gives_up_at_the_deadline(self, hosted: HostedHarness) -> None:
+        run = await hosted.new_run()
+        response = await hosted.client.get(f"/v1/runs/{run['id']}?wait=0.2")
+        assert response.status_code == 200 and response.json()["status"] == "queued"
+
+    async def test_wait_is_at_most_thirty_seconds(self, hosted: HostedHarness) -> None:
+        run = await hosted.new_run()
+        response = await hosted.client.get(f"/v1/runs/{run['id']}?wait=31")
+        assert response.status_code == 400
+
+    async def test_a_terminal_run_answers_at_once(self, hosted: HostedHarness) -> None:
+        run = await hosted.new_run()
+        await hosted.client.post(f"/v1/runs/{run['id']}/cancel")
+        response = await asyncio.wait_for(
+            hosted.client.get(f"/v1/runs/{run['id']}?wait=30"), timeout=10
+        )
+        assert response.json()["status"] == "cancelled"
+
+
+def _has_watcher(hosted: HostedHarness, run_id: str) -> bool:
+    events: Any = hosted.context.machine.events
+    return run_id in events._watchers
+
+
+async def _until(condition: Callable[[], bool], timeout: float = 20) -> None:
+    """Poll a condition with a deadline (the event it stands for has no hook)."""
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.01)
