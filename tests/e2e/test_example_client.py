@@ -1,0 +1,34 @@
+"""The documented example client against a real server process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.server import REPO, ServerProcess, free_port, juru_command
+
+pytestmark = pytest.mark.e2e
+
+
+def test_the_example_client_executes_its_tool_until_the_run_succeeds(
+    database_url: str, tmp_path: Path
+) -> None:
+    env: dict[str, str | None] = {"JURU_DATABASE_URL": database_url}
+    port = free_port()
+    with ServerProcess([*juru_command(), "serve"], port, env, tmp_path / "server.log") as server:
+        done = subprocess.run(
+            [sys.executable, str(REPO / "examples" / "weather_client.py"), "Cuaca di Jakarta?"],
+            env={"JURU_URL": server.base_url, "PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "executed ['get_weather']"
+    assert lines[1] == "status: succeeded, steps: 2"
+    assert '"city": "Jakarta"' in lines[2] and '"temp_c": 31' in lines[2]
