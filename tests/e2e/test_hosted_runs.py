@@ -31,46 +31,11 @@ from sqlalchemy import create_engine, select
 
 from juru.store.tables import runs
 from juru.store.urls import DatabaseUrl
+from tests.support.hosted import AGENT_FIELDS, RUN_FIELDS, WEATHER_TOOL
 from tests.support.server import REPO, ServerProcess, free_port, juru_command
 
 pytestmark = pytest.mark.e2e
 
-WEATHER_TOOL: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Get the current weather for a city",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-}
-AGENT_FIELDS = {
-    "id",
-    "name",
-    "model_id",
-    "system_prompt",
-    "tools",
-    "builtin_tools",
-    "max_steps",
-    "created_at",
-    "updated_at",
-}
-RUN_FIELDS = {
-    "id",
-    "thread_id",
-    "agent_id",
-    "status",
-    "step_count",
-    "max_steps",
-    "cost_rupiah",
-    "pending_tool_calls",
-    "error",
-    "created_at",
-    "updated_at",
-}
 TERMINAL = {"succeeded", "failed", "expired", "cancelled"}
 RUN_DEADLINE_SECONDS = 60.0
 FAKE_MODEL = "openai/gpt-4o-mini"

@@ -25,6 +25,35 @@ WEATHER_TOOL: dict[str, Any] = {
     },
 }
 
+AGENT_FIELDS = frozenset(
+    {
+        "id",
+        "name",
+        "model_id",
+        "system_prompt",
+        "tools",
+        "builtin_tools",
+        "max_steps",
+        "created_at",
+        "updated_at",
+    }
+)
+RUN_FIELDS = frozenset(
+    {
+        "id",
+        "thread_id",
+        "agent_id",
+        "status",
+        "step_count",
+        "max_steps",
+        "cost_rupiah",
+        "pending_tool_calls",
+        "error",
+        "created_at",
+        "updated_at",
+    }
+)
+
 
 @dataclass
 class HostedHarness:

@@ -6,7 +6,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, Table, delete, insert, select, update
+from sqlalchemy import ColumnElement, Select, Table, and_, delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from juru.store.ids import new_id
@@ -57,18 +57,25 @@ async def page_of(
 async def insert_agent(engine: AsyncEngine, values: dict[str, Any]) -> AgentRecord:
     async with engine.begin() as connection:
         await connection.execute(insert(agents).values(values))
-        row = (await connection.execute(select(agents).where(agents.c.id == values["id"]))).one()
-    return AgentRecord.from_row(row._mapping)
+        agent = await _agent_where(connection, agents.c.id == values["id"])
+    assert agent is not None
+    return agent
+
+
+def _owned_agent(account_id: str, agent_id: str) -> ColumnElement[bool]:
+    return and_(agents.c.id == agent_id, agents.c.account_id == account_id)
+
+
+async def _agent_where(
+    connection: AsyncConnection, condition: ColumnElement[bool]
+) -> AgentRecord | None:
+    row = (await connection.execute(select(agents).where(condition))).first()
+    return None if row is None else AgentRecord.from_row(row._mapping)
 
 
 async def get_agent(engine: AsyncEngine, account_id: str, agent_id: str) -> AgentRecord | None:
     async with engine.connect() as connection:
-        row = (
-            await connection.execute(
-                select(agents).where(agents.c.id == agent_id, agents.c.account_id == account_id)
-            )
-        ).first()
-    return None if row is None else AgentRecord.from_row(row._mapping)
+        return await _agent_where(connection, _owned_agent(account_id, agent_id))
 
 
 async def list_agents(engine: AsyncEngine, account_id: str, page: PageRequest) -> Page[AgentRecord]:
@@ -82,18 +89,10 @@ async def list_agents(engine: AsyncEngine, account_id: str, page: PageRequest) -
 async def update_agent(
     engine: AsyncEngine, account_id: str, agent_id: str, values: dict[str, Any]
 ) -> AgentRecord | None:
+    condition = _owned_agent(account_id, agent_id)
     async with engine.begin() as connection:
-        await connection.execute(
-            update(agents)
-            .where(agents.c.id == agent_id, agents.c.account_id == account_id)
-            .values(values)
-        )
-        row = (
-            await connection.execute(
-                select(agents).where(agents.c.id == agent_id, agents.c.account_id == account_id)
-            )
-        ).first()
-    return None if row is None else AgentRecord.from_row(row._mapping)
+        await connection.execute(update(agents).where(condition).values(values))
+        return await _agent_where(connection, condition)
 
 
 async def delete_agent(engine: AsyncEngine, account_id: str, agent_id: str) -> list[str]:
@@ -108,9 +107,7 @@ async def delete_agent(engine: AsyncEngine, account_id: str, agent_id: str) -> l
                 )
             ).scalars()
         )
-        await connection.execute(
-            delete(agents).where(agents.c.id == agent_id, agents.c.account_id == account_id)
-        )
+        await connection.execute(delete(agents).where(_owned_agent(account_id, agent_id)))
     return thread_ids
 
 

@@ -6,7 +6,15 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from juru.store.pages import Page
 from juru.store.records import AgentRecord, RunRecord, ThreadRecord, TranscriptMessage
@@ -32,6 +40,17 @@ class FunctionIn(BaseModel):
     name: str = Field(pattern=TOOL_NAME)
     description: str | None = None
     parameters: dict[str, Any] | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A tool without a description or parameters is stored (and sent to providers) without
+        them, never with `null`."""
+        data: dict[str, Any] = handler(self)
+        return {
+            key: value
+            for key, value in data.items()
+            if value is not None or key not in ("description", "parameters")
+        }
 
 
 class ToolIn(_Body):
