@@ -29,6 +29,7 @@ from juru.store.checkpointer import open_checkpointer
 from juru.store.database import create_engine
 from juru.store.hosted import LOCAL_ACCOUNT, ensure_account
 from juru.store.migrations import upgrade_to_head
+from juru.store.transactions import wait_for_writes
 from juru.store.urls import DatabaseUrl
 
 
@@ -99,6 +100,7 @@ async def open_context(
                 local_account_id=account.id,
             )
     finally:
+        await wait_for_writes(engine)
         await events.stop()
         await catalog.aclose()
         await engine.dispose()

@@ -20,35 +20,11 @@ from juru.engine.execution import hosted_thread_key
 from juru.http.deps import current_account
 from juru.store.hosted import ensure_account
 from juru.store.tables import agents, runs, thread_messages, threads
-from tests.support.hosted import WEATHER_TOOL, HostedHarness
+from tests.support.hosted import AGENT_FIELDS, RUN_FIELDS, WEATHER_TOOL, HostedHarness
 
 # --- shapes -------------------------------------------------------------------------------
 
-AGENT_FIELDS = {
-    "id",
-    "name",
-    "model_id",
-    "system_prompt",
-    "tools",
-    "builtin_tools",
-    "max_steps",
-    "created_at",
-    "updated_at",
-}
 THREAD_FIELDS = {"id", "agent_id", "title", "metadata", "created_at"}
-RUN_FIELDS = {
-    "id",
-    "thread_id",
-    "agent_id",
-    "status",
-    "step_count",
-    "max_steps",
-    "cost_rupiah",
-    "pending_tool_calls",
-    "error",
-    "created_at",
-    "updated_at",
-}
 MESSAGE_FIELDS = {
     "id",
     "thread_id",

@@ -92,18 +92,22 @@ class PostgresRunEvents(LocalRunEvents):
         self._sender: psycopg.AsyncConnection[object] | None = None
         self._ready = asyncio.Event()
         self._send_lock = asyncio.Lock()
+        self._stopped = False
 
     async def start(self) -> None:
         self._listener = asyncio.create_task(self._listen(), name="juru-run-events")
         await asyncio.wait_for(self._ready.wait(), timeout=30)
 
     async def stop(self) -> None:
+        self._stopped = True
         if self._listener is not None:
             self._listener.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._listener
-        if self._sender is not None:
-            await self._sender.close()
+        async with self._send_lock:
+            if self._sender is not None:
+                await self._sender.close()
+                self._sender = None
 
     async def _listen(self) -> None:
         while True:
@@ -125,12 +129,16 @@ class PostgresRunEvents(LocalRunEvents):
 
     async def _notify(self, payload: str) -> None:
         async with self._send_lock:
+            if self._stopped:
+                return
             try:
                 if self._sender is None or self._sender.closed:
                     self._sender = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
                 await self._sender.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload))
             except psycopg.Error:
                 logger.exception("could not send a run event")
+                if self._sender is not None:
+                    await self._sender.close()
                 self._sender = None
 
     async def publish(self, run_id: str) -> None:

@@ -8,12 +8,17 @@ locks, so every write runs in a task of its own that finishes even when its call
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 T = TypeVar("T")
+# Transactions in progress, per engine: shutdown waits for those its cancelled callers left.
+_in_flight: weakref.WeakKeyDictionary[AsyncEngine, set[asyncio.Future[Any]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 async def write(engine: AsyncEngine, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
@@ -23,4 +28,15 @@ async def write(engine: AsyncEngine, work: Callable[[AsyncConnection], Awaitable
         async with engine.begin() as connection:
             return await work(connection)
 
-    return await asyncio.shield(asyncio.ensure_future(transaction()))
+    task = asyncio.ensure_future(transaction())
+    in_flight = _in_flight.setdefault(engine, set())
+    in_flight.add(task)
+    task.add_done_callback(in_flight.discard)
+    return await asyncio.shield(task)
+
+
+async def wait_for_writes(engine: AsyncEngine) -> None:
+    """Let the engine's write transactions in progress finish (before it is disposed)."""
+    in_flight = _in_flight.get(engine, set())
+    while in_flight:
+        await asyncio.gather(*list(in_flight), return_exceptions=True)
