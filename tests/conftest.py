@@ -148,4 +148,8 @@ async def hosted(settings_factory: Callable[..., Settings]) -> AsyncIterator[Hos
     clock = ManualClock()
     app = create_app(settings_factory(workers=0), clock=clock)
     async for http_client in start_client(app):
-        yield HostedHarness(app, http_client, clock)
+        harness = HostedHarness(app, http_client, clock)
+        try:
+            yield harness
+        finally:
+            await harness.stop_workers()

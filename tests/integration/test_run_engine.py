@@ -36,7 +36,11 @@ async def hosted_openai(
     settings = settings_factory(workers=0, provider_env=openai_env(fake_openai))
     app = create_app(settings, clock=clock)
     async for client in start_client(app):
-        yield HostedHarness(app, client, clock)
+        harness = HostedHarness(app, client, clock)
+        try:
+            yield harness
+        finally:
+            await harness.stop_workers()
 
 
 async def statuses(hosted: HostedHarness) -> dict[str, str]:
@@ -82,6 +86,22 @@ class TestTheHappyPath:
         done = await hosted_openai.get_run(run["id"])
         assert done["status"] == "succeeded" and done["output"] == "Both are warm."
         assert done["step_count"] == 3
+
+    async def test_step_count_grows_while_the_run_is_running(
+        self, hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+    ) -> None:
+        unknown_tool = {"tool_calls": [{"name": "no_such_tool", "arguments": {}}]}
+        fake_openai.script([unknown_tool, {"content": "late", "delay": 60}])
+        run = await hosted_openai.new_run(model_id=OPENAI_MODEL)
+        worker = hosted_openai.worker()
+        await worker.fill_slots()
+        await _until(lambda: len(fake_openai.requests()) == 2)
+        running = await hosted_openai.get_run(run["id"])
+        assert running["status"] == "running" and running["step_count"] == 1
+        tool_message = fake_openai.requests()[1]["messages"][-1]
+        assert tool_message["role"] == "tool" and "no tool named" in tool_message["content"]
+        await hosted_openai.client.post(f"/v1/runs/{run['id']}/cancel")
+        await asyncio.wait_for(worker.drain(), timeout=20)
 
     async def test_old_checkpoints_are_pruned(self, hosted: HostedHarness) -> None:
         run = await hosted.new_run()

@@ -74,6 +74,10 @@ class HostedHarness:
         self.workers.append(worker)
         return worker
 
+    async def stop_workers(self) -> None:
+        for worker in self.workers:
+            await worker.stop()
+
     async def reap(self) -> int:
         """One reaper sweep at the clock's current time; how many runs it ended."""
         return await Reaper(self.context.run_context()).reap_once()

@@ -15,6 +15,7 @@ from langgraph.pregel import Pregel
 
 from juru import runner
 from juru.agents.hosted import (
+    LLM_NODE,
     MAX_STEPS_KEY,
     LoopDetectedError,
     StepLimitError,
@@ -179,8 +180,12 @@ class RunExecution:
             stream = runner.stream_message(
                 agent, run_input(messages), self.thread_key, limit, self._options(True)
             )
+        steps = self.run.step_count
         async for step in stream:
             await self._record(step.messages)
+            if step.node == LLM_NODE and step.depth == 0:
+                steps += 1
+                await self.machine.record_steps(self.run, self.worker, steps)
         await self._finish(agent, stream.turn)
 
     async def _record(self, messages: Sequence[BaseMessage | AnyMessage]) -> None:

@@ -187,6 +187,12 @@ class RunMachine:
             await self.events.publish(claimed.id)
         return claimed
 
+    async def record_steps(self, run: RunRecord, worker: str, step_count: int) -> bool:
+        """Show the model calls made so far while the run is still running."""
+        return await run_store.record_progress(
+            self.engine, run.id, worker, self.clock.now(), step_count
+        )
+
     async def renew_lease(self, run: RunRecord, worker: str) -> bool:
         return await run_store.renew_lease(
             self.engine, run.id, worker, self.clock.now(), self.limits.lease_seconds

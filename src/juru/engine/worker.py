@@ -78,6 +78,10 @@ class Worker:
         while self._running:
             await asyncio.gather(*list(self._running), return_exceptions=True)
 
+    async def stop(self) -> None:
+        """Cancel the runs in progress (their leases are released for other workers)."""
+        await self._stop_runs()
+
     async def _stop_runs(self) -> None:
         for task in list(self._running):
             task.cancel()
