@@ -21,6 +21,14 @@ cli.add_typer(db_cli, name="db")
 console = Console(stderr=True)
 
 
+def configure_logging() -> None:
+    """Juru's own log lines (runs taken, leases lost, crashes) at INFO; others from WARNING."""
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("juru").setLevel(logging.INFO)
+
+
 @cli.command()
 def serve(
     host: Annotated[str | None, typer.Option(help="Address to bind (default 127.0.0.1).")] = None,
@@ -37,6 +45,7 @@ def serve(
         f" · default model {settings.default_model}"
         f" · playground {'on' if settings.playground_enabled else 'off'}"
     )
+    configure_logging()
     uvicorn.run(create_app(settings), host=bind_host, port=bind_port, log_level="info")
 
 
@@ -49,11 +58,7 @@ def worker(
     """Execute hosted runs without serving HTTP (scale out on PostgreSQL)."""
     settings = Settings()
     slots = concurrency or settings.workers or 8
-    # A worker's log is its only output: which runs it took, and what went wrong.
-    logging.basicConfig(
-        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("juru").setLevel(logging.INFO)
+    configure_logging()
     console.print(
         f"Juru worker · {slots} slots · database {DatabaseUrl.parse(settings.database_url).dialect}"
     )

@@ -397,3 +397,31 @@ async def _until(condition: Callable[[], bool], timeout: float = 20) -> None:
     async with asyncio.timeout(timeout):
         while not condition():
             await asyncio.sleep(0.01)
+
+
+class TestResilience:
+    async def test_a_worker_survives_a_failing_claim(
+        self, hosted: HostedHarness, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        run = await hosted.new_run()
+        worker = hosted.worker()
+        real_claim = worker.machine.claim
+        calls = []
+
+        async def flaky_claim(name: str) -> Any:
+            calls.append(name)
+            if len(calls) == 1:
+                raise ConnectionError("database restarting")
+            return await real_claim(name)
+
+        monkeypatch.setattr(worker.machine, "claim", flaky_claim)
+        task = asyncio.create_task(worker.run_forever())
+        try:
+            await hosted.context.machine.events.announce_work()
+            async with asyncio.timeout(20):
+                while (await hosted.get_run(run["id"]))["status"] != "requires_action":
+                    await asyncio.sleep(0.01)  # polling with a deadline
+            assert len(calls) >= 2
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)

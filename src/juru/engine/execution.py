@@ -114,7 +114,14 @@ class RunExecution:
                 changed.clear()
                 if done.is_set() or self.finishing:
                     return
-                if not await self.machine.renew_lease(self.run, self.worker):
+                try:
+                    still_ours = await self.machine.renew_lease(self.run, self.worker)
+                except Exception:
+                    # Keep going: if the lease lapses meanwhile, another worker takes the run
+                    # and this one's conditional writes simply stop applying.
+                    logger.exception("could not renew the lease of run %s", self.run.id)
+                    continue
+                if not still_ours:
                     self.lease_lost = True
                     main.cancel()
                     return

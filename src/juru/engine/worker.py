@@ -36,7 +36,11 @@ class Worker:
     async def run_forever(self) -> None:
         try:
             while True:
-                await self.fill_slots()
+                try:
+                    await self.fill_slots()
+                except Exception:
+                    # The database may be restarting: keep the worker alive and try again.
+                    logger.exception("worker %s could not claim runs", self.name)
                 await self.machine.events.wait_for_work(IDLE_POLL_SECONDS)
         finally:
             await self._stop_runs()
