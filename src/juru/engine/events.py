@@ -17,6 +17,7 @@ import psycopg
 logger = logging.getLogger(__name__)
 CHANNEL = "juru_runs"
 WORK = "*work"
+LISTEN_POLL_SECONDS = 0.5
 
 
 class RunEvents(Protocol):
@@ -101,16 +102,21 @@ class PostgresRunEvents(LocalRunEvents):
     async def stop(self) -> None:
         self._stopped = True
         if self._listener is not None:
-            self._listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._listener
+            # The listener notices the flag within LISTEN_POLL_SECONDS; cancelling it inside
+            # psycopg's notifies() could leave the connection's lock held and hang its close.
+            try:
+                await asyncio.wait_for(asyncio.shield(self._listener), LISTEN_POLL_SECONDS * 10)
+            except TimeoutError:
+                self._listener.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._listener
         async with self._send_lock:
             if self._sender is not None:
                 await self._sender.close()
                 self._sender = None
 
     async def _listen(self) -> None:
-        while True:
+        while not self._stopped:
             try:
                 async with await psycopg.AsyncConnection.connect(
                     self.dsn, autocommit=True
@@ -121,8 +127,11 @@ class PostgresRunEvents(LocalRunEvents):
                     for run_id in list(self._watchers):
                         self.deliver(run_id)
                     self.deliver(WORK)
-                    async for notice in connection.notifies():
-                        self.deliver(notice.payload)
+                    while not self._stopped:
+                        notices = connection.notifies(timeout=LISTEN_POLL_SECONDS)
+                        async with contextlib.aclosing(notices):
+                            async for notice in notices:
+                                self.deliver(notice.payload)
             except psycopg.Error:
                 logger.exception("run event listener lost its connection; reconnecting")
                 await asyncio.sleep(1)
