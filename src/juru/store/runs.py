@@ -150,7 +150,8 @@ async def claim_next_run(
     return await _returning_run(engine, statement)
 
 
-def _held_by(worker: str) -> Any:
+def held_by(worker: str) -> Any:
+    """The condition that the run is running under `worker`'s lease."""
     return and_(runs.c.status == RunStatus.RUNNING.value, runs.c.lease_owner == worker)
 
 
@@ -160,7 +161,7 @@ async def renew_lease(
     """Extend the worker's lease; False when the run is no longer running under it."""
     statement = (
         update(runs)
-        .where(runs.c.id == run_id, _held_by(worker))
+        .where(runs.c.id == run_id, held_by(worker))
         .values(lease_expires_at=now + timedelta(seconds=lease_seconds))
     )
     return await _changed_a_row(engine, statement)
@@ -171,15 +172,10 @@ async def record_progress(
 ) -> bool:
     statement = (
         update(runs)
-        .where(runs.c.id == run_id, _held_by(worker))
+        .where(runs.c.id == run_id, held_by(worker))
         .values(step_count=step_count, updated_at=now)
     )
     return await _changed_a_row(engine, statement)
-
-
-def held_by(worker: str) -> Any:
-    """The condition that the run is running under `worker`'s lease."""
-    return _held_by(worker)
 
 
 async def overdue_runs(

@@ -101,11 +101,9 @@ async def list_messages(
 @router.get("/threads/{thread_id}/runs")
 async def list_runs(
     thread_id: str, account: Account, hosted: Hosted, limit: Limit = 20, after: After = None
-) -> dict[str, Any]:
+) -> ListOut[dict[str, Any]]:
     found = await hosted.runs(account, thread_id, page(limit, after))
-    cursor = found.items[-1].id if found.has_more and found.items else None
-    data = [RunOut.of(run) for run in found.items]
-    return {"object": "list", "data": data, "has_more": found.has_more, "next_cursor": cursor}
+    return ListOut.of(found, [RunOut.of(run) for run in found.items], lambda run: run.id)
 
 
 @router.post("/threads/{thread_id}/runs", status_code=202)
