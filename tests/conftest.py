@@ -153,3 +153,18 @@ async def hosted(settings_factory: Callable[..., Settings]) -> AsyncIterator[Hos
             yield harness
         finally:
             await harness.stop_workers()
+
+
+@pytest.fixture
+async def hosted_openai(
+    settings_factory: Callable[..., Settings], fake_openai: FakeOpenAIServer
+) -> AsyncIterator[HostedHarness]:
+    clock = ManualClock()
+    settings = settings_factory(workers=0, provider_env=openai_env(fake_openai))
+    app = create_app(settings, clock=clock)
+    async for client in start_client(app):
+        harness = HostedHarness(app, client, clock)
+        try:
+            yield harness
+        finally:
+            await harness.stop_workers()

@@ -5,42 +5,23 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from sqlalchemy import text, update
 from sqlalchemy.exc import IntegrityError
 
-from juru.app import create_app
-from juru.engine.clock import ManualClock
 from juru.engine.execution import hosted_thread_key
 from juru.engine.states import RunStatus
-from juru.settings import Settings
 from juru.store import runs as run_store
 from juru.store.pruning import count_checkpoints
 from juru.store.tables import runs
-from tests.conftest import openai_env, start_client
 from tests.support.fake_openai import FakeOpenAIServer
 from tests.support.hosted import HostedHarness
 
 OPENAI_MODEL = "openai/gpt-4o-mini"
 WEATHER_CALL = {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Jakarta"}}]}
-
-
-@pytest.fixture
-async def hosted_openai(
-    settings_factory: Callable[..., Settings], fake_openai: FakeOpenAIServer
-) -> AsyncIterator[HostedHarness]:
-    clock = ManualClock()
-    settings = settings_factory(workers=0, provider_env=openai_env(fake_openai))
-    app = create_app(settings, clock=clock)
-    async for client in start_client(app):
-        harness = HostedHarness(app, client, clock)
-        try:
-            yield harness
-        finally:
-            await harness.stop_workers()
 
 
 async def statuses(hosted: HostedHarness) -> dict[str, str]:

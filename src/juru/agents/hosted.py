@@ -26,6 +26,7 @@ LLM_NODE = "llm_call"
 CLIENT_TOOLS_NODE = "client_tools"
 LOOP_REPEATS = 3
 MAX_STEPS_KEY = "juru_max_steps"
+METER_KEY = "juru_meter"
 
 
 class StepLimitError(RuntimeError):
@@ -78,6 +79,10 @@ class HostedAgent:
         reply = await self.model.ainvoke(history)
         if reply.id is None:
             reply.id = f"msg_{uuid.uuid4().hex}"
+        meter = config.get("configurable", {}).get(METER_KEY)
+        if meter is not None:
+            # Charged as soon as the call returns, whatever happens to the run afterwards.
+            await meter(reply, steps + 1)
         streak = [*state.get("call_streak", []), call_signature(reply.tool_calls)]
         if not reply.tool_calls:
             streak = []

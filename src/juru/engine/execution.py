@@ -17,6 +17,7 @@ from juru import runner
 from juru.agents.hosted import (
     LLM_NODE,
     MAX_STEPS_KEY,
+    METER_KEY,
     LoopDetectedError,
     StepLimitError,
     build_hosted_agent,
@@ -28,9 +29,11 @@ from juru.engine.transcript import transcript_entries
 from juru.models.catalog import ModelCatalog
 from juru.store import hosted as hosted_store
 from juru.store.checkpointer import settle_checkpointer
+from juru.store.ids import new_id
 from juru.store.pruning import prune_checkpoints
 from juru.store.records import AgentRecord, RunRecord
 from juru.store.transcript import append_messages
+from juru.store.usage import record_charge
 
 logger = logging.getLogger(__name__)
 RUN_ID_KEY = "juru_run_id"
@@ -80,6 +83,7 @@ class RunExecution:
         self.thread_key = hosted_thread_key(run.thread_id)
         self.lease_lost = False
         self.finishing = False
+        self.model_id = ""
 
     async def execute(self) -> None:
         """Run to the next pause or the end, guarded by the lease (renewed, and watched)."""
@@ -143,12 +147,34 @@ class RunExecution:
         return self._compile(agent, model)
 
     def _compile(self, agent: AgentRecord, model: Any) -> Pregel[Any, Any, Any, Any]:
+        self.model_id = agent.model_id
         graph = build_hosted_agent(model, agent.tools, agent.system_prompt)
         return graph.copy({"checkpointer": self.context.checkpointer})
 
+    async def _charge(self, reply: AIMessage, step: int) -> None:
+        """One ledger row per model call, priced from the catalog (source `agent`)."""
+        usage = reply.usage_metadata or {"input_tokens": 0, "output_tokens": 0}
+        input_tokens, output_tokens = usage["input_tokens"], usage["output_tokens"]
+        price = self.context.catalog.get(self.model_id)
+        await record_charge(
+            self.machine.engine,
+            {
+                "id": new_id("chg"),
+                "account_id": self.run.account_id,
+                "source": "agent",
+                "run_id": self.run.id,
+                "step": step,
+                "model_id": self.model_id,
+                "input_tokens": input_tokens,
+                "output_tokens": output_tokens,
+                "cost_rupiah": price.cost_rupiah(input_tokens, output_tokens),
+                "created_at": self.machine.clock.now(),
+            },
+        )
+
     def _options(self, replace_pending: bool = False) -> runner.RunOptions:
         return runner.RunOptions(
-            configurable={MAX_STEPS_KEY: self.run.max_steps},
+            configurable={MAX_STEPS_KEY: self.run.max_steps, METER_KEY: self._charge},
             metadata={RUN_ID_KEY: self.run.id},
             replace_pending=replace_pending,
         )

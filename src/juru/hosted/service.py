@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
+import time as monotonic_clock
 from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -19,9 +20,11 @@ from juru.models.catalog import ModelCatalog
 from juru.store import hosted as store
 from juru.store import runs as run_store
 from juru.store import transcript as transcript_store
+from juru.store import usage as usage_store
 from juru.store.ids import new_id
 from juru.store.pages import Page, PageRequest
 from juru.store.records import AgentRecord, RunRecord, ThreadRecord, TranscriptMessage
+from juru.store.usage import UsageLine
 
 MAX_WAIT_SECONDS = 30.0
 
@@ -179,12 +182,12 @@ class HostedService:
         """The run as soon as its status differs from now, or after `seconds` at the latest."""
         if not 0 <= seconds <= MAX_WAIT_SECONDS:
             raise invalid(f"wait must be between 0 and {MAX_WAIT_SECONDS:g} seconds")
-        deadline = time.monotonic() + seconds
+        deadline = monotonic_clock.monotonic() + seconds
         async with self.machine.events.watch(run_id) as changed:
             run = await self.run(account_id, run_id)
             status = run.status
             while run.status == status and not RunStatus(status).is_terminal:
-                remaining = deadline - time.monotonic()
+                remaining = deadline - monotonic_clock.monotonic()
                 if remaining <= 0:
                     break
                 with contextlib.suppress(TimeoutError):
@@ -205,6 +208,16 @@ class HostedService:
         if moved is None:
             raise _not_waiting(await self.run(account_id, run_id))
         return moved
+
+    async def usage(
+        self, account_id: str, since: date | None, until: date | None
+    ) -> list[UsageLine]:
+        """The account's charges by day (UTC), source and model, between two dates inclusive."""
+        if since is not None and until is not None and until < since:
+            raise invalid("`to` must not be before `from`")
+        start = datetime.combine(since, time(), UTC) if since else None
+        end = datetime.combine(until + timedelta(days=1), time(), UTC) if until else None
+        return await usage_store.usage_by_day(self.engine, account_id, start, end)
 
     async def cancel_run(self, account_id: str, run_id: str) -> RunRecord:
         run = await self.run(account_id, run_id)

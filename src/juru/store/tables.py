@@ -91,7 +91,7 @@ runs = Table(
     Column("status", String(20), nullable=False),
     Column("step_count", Integer, nullable=False),
     Column("max_steps", Integer, nullable=False),
-    Column("cost_rupiah", Numeric(20, 4), nullable=False),
+    Column("cost_rupiah", Numeric(30, 10), nullable=False),
     Column("input", JSON, nullable=False),
     Column("output", Text, nullable=True),
     Column("error", Text, nullable=True),
@@ -137,4 +137,20 @@ thread_messages = Table(
     Column("name", String(200), nullable=True),
     Column("created_at", UtcDateTime(), nullable=False),
     UniqueConstraint("thread_id", "message_id", name="uq_thread_messages_thread_message"),
+)
+
+usage_charges = Table(
+    "usage_charges",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("account_id", ForeignKey("accounts.id", ondelete="CASCADE"), nullable=False),
+    Column("source", String(20), nullable=False),
+    Column("run_id", String(40), nullable=True, index=True),
+    Column("step", Integer, nullable=True),
+    Column("model_id", String(200), nullable=False),
+    Column("input_tokens", Integer, nullable=False),
+    Column("output_tokens", Integer, nullable=False),
+    Column("cost_rupiah", Numeric(30, 10), nullable=False),
+    Column("created_at", UtcDateTime(), nullable=False),
+    Index("ix_usage_charges_account_created", "account_id", "created_at"),
 )

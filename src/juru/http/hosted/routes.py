@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Query
 from fastapi.responses import JSONResponse
 
-from juru.http.deps import Account, Hosted
+from juru.http.deps import Account, Context, Hosted
 from juru.http.hosted.schemas import (
     AgentIn,
     AgentOut,
     AgentPatch,
     ListOut,
     MessageOut,
+    ModelOut,
     RunIn,
     RunOut,
     ThreadIn,
     ThreadOut,
     ToolOutputsIn,
+    UsageOut,
 )
 from juru.store.pages import PageRequest
 
@@ -29,6 +32,24 @@ After = Annotated[str | None, Query(description="Cursor: the id after which the 
 
 def page(limit: int, after: str | None) -> PageRequest:
     return PageRequest(limit=limit, after=after)
+
+
+@router.get("/models")
+async def list_models(context: Context) -> dict[str, Any]:
+    """The model catalog: prices in Rupiah per million tokens, and which models drive agents."""
+    data = [ModelOut.of(model).model_dump(mode="json") for model in context.catalog.models()]
+    return {"object": "list", "data": data}
+
+
+@router.get("/usage")
+async def usage(
+    account: Account,
+    hosted: Hosted,
+    since: Annotated[date | None, Query(alias="from", description="First day (UTC).")] = None,
+    until: Annotated[date | None, Query(alias="to", description="Last day (UTC).")] = None,
+) -> UsageOut:
+    """The account's charges summed by day, source (`agent` or `chat`) and model."""
+    return UsageOut.of(await hosted.usage(account, since, until))
 
 
 @router.post("/agents", status_code=201)

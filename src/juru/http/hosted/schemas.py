@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from decimal import Decimal
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
@@ -16,8 +16,10 @@ from pydantic import (
     model_validator,
 )
 
+from juru.models.catalog import ModelSpec
 from juru.store.pages import Page
 from juru.store.records import AgentRecord, RunRecord, ThreadRecord, TranscriptMessage
+from juru.store.usage import UsageLine
 
 TOOL_NAME = r"^[a-zA-Z0-9_-]{1,64}$"
 MAX_TOOLS = 64
@@ -216,3 +218,38 @@ class ListOut(BaseModel, Generic[T]):
     def of(cls, page: Page[Any], items: list[T], cursor_of: Any) -> ListOut[T]:
         cursor = cursor_of(page.items[-1]) if page.has_more and page.items else None
         return cls(data=items, has_more=page.has_more, next_cursor=cursor)
+
+
+class ModelOut(BaseModel):
+    id: str
+    label: str
+    input_rupiah_per_million: Rupiah
+    output_rupiah_per_million: Rupiah
+    agents: bool
+
+    @classmethod
+    def of(cls, model: ModelSpec) -> ModelOut:
+        return cls.model_validate(model, from_attributes=True)
+
+
+class UsageLineOut(BaseModel):
+    day: date
+    source: str
+    model_id: str
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    cost_rupiah: Rupiah
+
+
+class UsageOut(BaseModel):
+    object: Literal["usage"] = "usage"
+    data: list[UsageLineOut]
+    total_rupiah: Rupiah
+
+    @classmethod
+    def of(cls, lines: list[UsageLine]) -> UsageOut:
+        return cls(
+            data=[UsageLineOut.model_validate(line, from_attributes=True) for line in lines],
+            total_rupiah=sum((line.cost_rupiah for line in lines), Decimal(0)),
+        )

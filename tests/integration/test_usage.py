@@ -1,0 +1,101 @@
+"""Metering: one ledger row per model call, the run's running total, and the usage summary."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from juru.store.usage import charges_of_run
+from tests.integration.test_run_engine import OPENAI_MODEL, WEATHER_CALL
+from tests.support.fake_openai import FakeOpenAIServer
+from tests.support.hosted import HostedHarness
+
+MINI_INPUT, MINI_OUTPUT = Decimal(2475), Decimal(9900)
+
+
+async def finished_weather_run(hosted: HostedHarness, **agent: Any) -> dict[str, Any]:
+    run = await hosted.new_run(**agent)
+    await hosted.work()
+    await hosted.answer(await hosted.get_run(run["id"]))
+    await hosted.work()
+    return await hosted.get_run(run["id"])
+
+
+async def test_each_model_call_is_one_charge_and_the_run_total_is_their_sum(
+    hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.script([WEATHER_CALL, {"content": "Sunny in Jakarta."}])
+    run = await finished_weather_run(hosted_openai, model_id=OPENAI_MODEL)
+    assert run["status"] == "succeeded"
+    charges = await charges_of_run(hosted_openai.context.engine, run["id"])
+    assert [(c["step"], c["source"], c["model_id"]) for c in charges] == [
+        (1, "agent", OPENAI_MODEL),
+        (2, "agent", OPENAI_MODEL),
+    ]
+    for charge in charges:
+        assert charge["input_tokens"] > 0 and charge["output_tokens"] > 0
+        expected = (
+            MINI_INPUT * charge["input_tokens"] + MINI_OUTPUT * charge["output_tokens"]
+        ) / 1_000_000
+        assert charge["cost_rupiah"] == expected
+    total = sum((c["cost_rupiah"] for c in charges), Decimal(0))
+    assert total > 0 and Decimal(str(run["cost_rupiah"])) == total
+
+
+async def test_a_failed_run_keeps_the_charges_of_the_calls_it_made(
+    hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.script([{**WEATHER_CALL, "repeat": True}])
+    run = await hosted_openai.new_run(model_id=OPENAI_MODEL)
+    for _ in range(2):
+        await hosted_openai.work()
+        await hosted_openai.answer(await hosted_openai.get_run(run["id"]))
+    await hosted_openai.work()
+    failed = await hosted_openai.get_run(run["id"])
+    assert failed["error"] == "loop"
+    charges = await charges_of_run(hosted_openai.context.engine, run["id"])
+    assert [c["step"] for c in charges] == [1, 2, 3]
+    assert Decimal(str(failed["cost_rupiah"])) == sum(c["cost_rupiah"] for c in charges)
+
+
+async def test_the_demo_model_is_metered_and_free(hosted: HostedHarness) -> None:
+    run = await finished_weather_run(hosted)
+    charges = await charges_of_run(hosted.context.engine, run["id"])
+    assert len(charges) == 2 and all(c["input_tokens"] > 0 for c in charges)
+    assert all(c["cost_rupiah"] == 0 for c in charges) and run["cost_rupiah"] == 0
+
+
+async def test_usage_sums_by_day_source_and_model(
+    hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.script([WEATHER_CALL, {"content": "a"}, WEATHER_CALL, {"content": "b"}])
+    first = await finished_weather_run(hosted_openai, model_id=OPENAI_MODEL)
+    hosted_openai.clock.advance(86_400)
+    second = await finished_weather_run(hosted_openai, model_id=OPENAI_MODEL)
+    demo = await finished_weather_run(hosted_openai)
+    usage = (await hosted_openai.client.get("/v1/usage")).json()
+    lines = [(line["day"], line["model_id"], line["calls"]) for line in usage["data"]]
+    assert lines == [
+        ("2026-01-01", OPENAI_MODEL, 2),
+        ("2026-01-02", "juru/demo", 2),
+        ("2026-01-02", OPENAI_MODEL, 2),
+    ]
+    assert {line["source"] for line in usage["data"]} == {"agent"}
+    paid = Decimal(str(first["cost_rupiah"])) + Decimal(str(second["cost_rupiah"]))
+    assert Decimal(str(usage["total_rupiah"])) == paid
+    assert demo["cost_rupiah"] == 0
+    one_day = (await hosted_openai.client.get("/v1/usage?from=2026-01-02&to=2026-01-02")).json()
+    assert [line["day"] for line in one_day["data"]] == ["2026-01-02", "2026-01-02"]
+    backwards = await hosted_openai.client.get("/v1/usage?from=2026-01-02&to=2026-01-01")
+    assert backwards.status_code == 400
+
+
+async def test_models_lists_the_catalog_with_prices(hosted: HostedHarness) -> None:
+    models = {m["id"]: m for m in (await hosted.client.get("/v1/models")).json()["data"]}
+    assert (
+        models["juru/demo"]["agents"] is True
+        and models["juru/demo"]["input_rupiah_per_million"] == 0
+    )
+    assert models["openai/gpt-5.6"]["agents"] is False
+    assert models[OPENAI_MODEL]["input_rupiah_per_million"] == 2475
+    assert models[OPENAI_MODEL]["output_rupiah_per_million"] == 9900
