@@ -32,6 +32,8 @@ from juru.store.migrations import upgrade_to_head
 from juru.store.transactions import wait_for_writes
 from juru.store.urls import DatabaseUrl
 
+SHUTDOWN_WAIT_SECONDS = 10.0
+
 
 @dataclass
 class AppContext:
@@ -122,4 +124,5 @@ async def running_workers(context: AppContext, concurrency: int) -> AsyncIterato
     finally:
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        # Bounded: a task stuck in a driver call must not keep the process from stopping.
+        await asyncio.wait(tasks, timeout=SHUTDOWN_WAIT_SECONDS)

@@ -104,16 +104,15 @@ class PostgresRunEvents(LocalRunEvents):
         if self._listener is not None:
             # The listener notices the flag within LISTEN_POLL_SECONDS; cancelling it inside
             # psycopg's notifies() could leave the connection's lock held and hang its close.
-            try:
-                await asyncio.wait_for(asyncio.shield(self._listener), LISTEN_POLL_SECONDS * 10)
-            except TimeoutError:
+            done, _ = await asyncio.wait([self._listener], timeout=LISTEN_POLL_SECONDS * 10)
+            if not done:
+                logger.warning("run event listener did not stop in time; cancelling it")
                 self._listener.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._listener
-        async with self._send_lock:
-            if self._sender is not None:
-                await self._sender.close()
-                self._sender = None
+                await asyncio.wait([self._listener], timeout=LISTEN_POLL_SECONDS * 10)
+        sender, self._sender = self._sender, None
+        if sender is not None:
+            with contextlib.suppress(psycopg.Error, TimeoutError):
+                await asyncio.wait_for(sender.close(), LISTEN_POLL_SECONDS * 10)
 
     async def _listen(self) -> None:
         while not self._stopped:

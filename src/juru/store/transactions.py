@@ -35,8 +35,9 @@ async def write(engine: AsyncEngine, work: Callable[[AsyncConnection], Awaitable
     return await asyncio.shield(task)
 
 
-async def wait_for_writes(engine: AsyncEngine) -> None:
-    """Let the engine's write transactions in progress finish (before it is disposed)."""
+async def wait_for_writes(engine: AsyncEngine, timeout: float = 10.0) -> None:
+    """Let the engine's write transactions in progress finish (before it is disposed), but
+    never wait longer than `timeout` seconds: shutting down must not hang."""
     in_flight = _in_flight.get(engine, set())
-    while in_flight:
-        await asyncio.gather(*list(in_flight), return_exceptions=True)
+    if in_flight:
+        await asyncio.wait(list(in_flight), timeout=timeout)
