@@ -61,11 +61,6 @@ class IllegalTransitionError(ValueError):
     """The state machine has no such edge."""
 
 
-def sources_of(target: RunStatus) -> frozenset[RunStatus]:
-    """Every status a run may be in to move to `target`."""
-    return frozenset(source for source, targets in TRANSITIONS.items() if target in targets)
-
-
 def check_transition(source: RunStatus, target: RunStatus) -> None:
     if target not in TRANSITIONS[source]:
         raise IllegalTransitionError(f"a run cannot go from {source} to {target}")

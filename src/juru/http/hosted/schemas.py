@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import date, datetime
 from decimal import Decimal
-from typing import Annotated, Any, Generic, Literal, TypeVar
+from typing import Annotated, Any, Generic, Literal, Self, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -16,9 +16,8 @@ from pydantic import (
     model_validator,
 )
 
-from juru.models.catalog import ModelSpec
 from juru.store.pages import Page
-from juru.store.records import AgentRecord, RunRecord, ThreadRecord, TranscriptMessage
+from juru.store.records import RunRecord, TranscriptMessage
 from juru.store.usage import UsageLine
 
 TOOL_NAME = r"^[a-zA-Z0-9_-]{1,64}$"
@@ -30,6 +29,16 @@ def _money(value: Decimal) -> int | float:
 
 
 Rupiah = Annotated[Decimal, PlainSerializer(_money, return_type=int | float)]
+
+
+class _View(BaseModel):
+    """A response object read from a record's attributes."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    @classmethod
+    def of(cls, record: Any) -> Self:
+        return cls.model_validate(record)
 
 
 class _Body(BaseModel):
@@ -121,7 +130,7 @@ class ToolOutputsIn(_Body):
     outputs: list[ToolOutputIn] = Field(min_length=1)
 
 
-class AgentOut(BaseModel):
+class AgentOut(_View):
     id: str
     name: str
     model_id: str
@@ -132,21 +141,13 @@ class AgentOut(BaseModel):
     created_at: datetime
     updated_at: datetime
 
-    @classmethod
-    def of(cls, agent: AgentRecord) -> AgentOut:
-        return cls.model_validate(agent, from_attributes=True)
 
-
-class ThreadOut(BaseModel):
+class ThreadOut(_View):
     id: str
     agent_id: str
     title: str | None
     metadata: dict[str, Any] | None
     created_at: datetime
-
-    @classmethod
-    def of(cls, thread: ThreadRecord) -> ThreadOut:
-        return cls.model_validate(thread, from_attributes=True)
 
 
 class PendingToolCall(BaseModel):
@@ -220,19 +221,15 @@ class ListOut(BaseModel, Generic[T]):
         return cls(data=items, has_more=page.has_more, next_cursor=cursor)
 
 
-class ModelOut(BaseModel):
+class ModelOut(_View):
     id: str
     label: str
     input_rupiah_per_million: Rupiah
     output_rupiah_per_million: Rupiah
     agents: bool
 
-    @classmethod
-    def of(cls, model: ModelSpec) -> ModelOut:
-        return cls.model_validate(model, from_attributes=True)
 
-
-class UsageLineOut(BaseModel):
+class UsageLineOut(_View):
     day: date
     source: str
     model_id: str
@@ -250,6 +247,6 @@ class UsageOut(BaseModel):
     @classmethod
     def of(cls, lines: list[UsageLine]) -> UsageOut:
         return cls(
-            data=[UsageLineOut.model_validate(line, from_attributes=True) for line in lines],
+            data=[UsageLineOut.of(line) for line in lines],
             total_rupiah=sum((line.cost_rupiah for line in lines), Decimal(0)),
         )
