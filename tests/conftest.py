@@ -149,6 +149,7 @@ async def hosted(settings_factory: Callable[..., Settings]) -> AsyncIterator[Hos
     app = create_app(settings_factory(workers=0), clock=clock)
     async for http_client in start_client(app):
         harness = HostedHarness(app, http_client, clock)
+        await harness.sign_in()
         try:
             yield harness
         finally:
@@ -164,6 +165,7 @@ async def hosted_openai(
     app = create_app(settings, clock=clock)
     async for client in start_client(app):
         harness = HostedHarness(app, client, clock)
+        await harness.sign_in(balance=1_000_000)
         try:
             yield harness
         finally:

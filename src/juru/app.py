@@ -14,7 +14,9 @@ from juru.engine.clock import Clock
 from juru.engine.machine import RunLimits
 from juru.http import health, playground
 from juru.http.errors import install_error_handlers
+from juru.http.hosted import chat as hosted_chat
 from juru.http.hosted import routes as hosted_routes
+from juru.http.rate_limit_headers import RateLimitHeadersMiddleware
 from juru.settings import Settings
 
 
@@ -43,8 +45,10 @@ def create_app(
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    app.add_middleware(RateLimitHeadersMiddleware)
     app.include_router(health.router)
     app.include_router(hosted_routes.router)
+    app.include_router(hosted_chat.router)
     if settings.playground_enabled:
         app.include_router(playground.router)
         app.add_middleware(

@@ -5,19 +5,28 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from typing import Annotated
+from collections.abc import Awaitable, Callable
+from decimal import Decimal
+from typing import Annotated, TypeVar
 
 import typer
 import uvicorn
 from rich.console import Console
 
+from juru.billing.accounts import AccountAdmin, AccountAdminError, parse_rupiah
+from juru.engine.clock import SystemClock
 from juru.settings import Settings
+from juru.store.database import create_engine
 from juru.store.migrations import upgrade_to_head
 from juru.store.urls import DatabaseUrl
 
 cli = typer.Typer(help="Juru: a self-hosted agent server.", no_args_is_help=True)
 db_cli = typer.Typer(help="Database commands.", no_args_is_help=True)
 cli.add_typer(db_cli, name="db")
+accounts_cli = typer.Typer(help="Accounts and their Rupiah balances.", no_args_is_help=True)
+cli.add_typer(accounts_cli, name="accounts")
+keys_cli = typer.Typer(help="API keys of accounts.", no_args_is_help=True)
+cli.add_typer(keys_cli, name="keys")
 console = Console(stderr=True)
 
 
@@ -82,6 +91,76 @@ def db_upgrade() -> None:
     settings = Settings()
     upgrade_to_head(DatabaseUrl.parse(settings.database_url))
     console.print("database is at the latest migration")
+
+
+T = TypeVar("T")
+
+
+def _administer(action: Callable[[AccountAdmin], Awaitable[T]]) -> T:
+    """Run `action` on the configured database (migrating SQLite first); a refusal exits 1."""
+    settings = Settings()
+    database = DatabaseUrl.parse(settings.database_url)
+    if database.is_sqlite:
+        upgrade_to_head(database)
+
+    async def run() -> T:
+        engine = create_engine(database)
+        try:
+            admin = AccountAdmin(engine, SystemClock(), settings.tier_rate_limits.keys())
+            return await action(admin)
+        finally:
+            await engine.dispose()
+
+    try:
+        return asyncio.run(run())
+    except AccountAdminError as error:
+        console.print(f"[red]error:[/red] {error}")
+        raise typer.Exit(1) from None
+
+
+def _rupiah(text: str) -> Decimal:
+    try:
+        return parse_rupiah(text)
+    except AccountAdminError as error:
+        raise typer.BadParameter(str(error)) from None
+
+
+@accounts_cli.command("create")
+def accounts_create(
+    name: str,
+    tier: Annotated[str, typer.Option(help="Rate-limit tier: paid or corporate.")] = "paid",
+    balance: Annotated[str, typer.Option(help="Opening balance in Rupiah.")] = "0",
+) -> None:
+    """Create an account."""
+    opening = _rupiah(balance)
+    account = _administer(lambda admin: admin.create_account(name, tier, opening))
+    console.print(f"account {account.name} ({account.tier}) · balance Rp{account.balance_rupiah}")
+    print(account.id)
+
+
+@accounts_cli.command("topup")
+def accounts_topup(name: str, rupiah: str) -> None:
+    """Add RUPIAH to the account's balance."""
+    amount = _rupiah(rupiah)
+    account = _administer(lambda admin: admin.top_up(name, amount))
+    console.print(f"account {account.name} · balance Rp{account.balance_rupiah}")
+
+
+@keys_cli.command("create")
+def keys_create(
+    account: Annotated[str, typer.Option(help="Name of the account the key acts for.")],
+) -> None:
+    """Create an API key; it is printed once, on the last line."""
+    issued = _administer(lambda admin: admin.create_key(account))
+    console.print(f"key {issued.prefix}… for account {issued.account.name}; it is not shown again")
+    print(issued.secret)
+
+
+@keys_cli.command("revoke")
+def keys_revoke(key_prefix: str) -> None:
+    """Revoke the key with KEY_PREFIX (as printed at creation) at once."""
+    prefix = _administer(lambda admin: admin.revoke_key(key_prefix))
+    console.print(f"key {prefix}… revoked")
 
 
 def main() -> None:

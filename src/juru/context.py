@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -16,18 +15,23 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from juru.agents.builtin import builtin_features
 from juru.agents.features import load_feature_reference, merge_features
 from juru.agents.registry import FeatureRegistry
+from juru.billing.access import Access
+from juru.billing.accounts import LOCAL_KEY_FILE, AccountAdmin
+from juru.billing.meter import Meter
+from juru.billing.pricing import PriceRules
+from juru.billing.rate_limits import RateLimiter
 from juru.engine.clock import Clock, SystemClock
 from juru.engine.events import LocalRunEvents, PostgresRunEvents, RunEvents
 from juru.engine.execution import RunContext
 from juru.engine.machine import RunLimits, RunMachine
 from juru.engine.worker import Reaper, Worker
+from juru.hosted.chat import ChatCompletions
 from juru.hosted.service import HostedService
 from juru.models.catalog import ModelCatalog
 from juru.playground import Playground
 from juru.settings import Settings
 from juru.store.checkpointer import open_checkpointer
 from juru.store.database import create_engine
-from juru.store.hosted import LOCAL_ACCOUNT, ensure_account
 from juru.store.migrations import upgrade_to_head
 from juru.store.transactions import wait_for_writes
 from juru.store.urls import DatabaseUrl
@@ -48,14 +52,23 @@ class AppContext:
     playground: Playground
     machine: RunMachine
     hosted: HostedService
-    local_account_id: str
+    meter: Meter
+    chat: ChatCompletions
+    access: Access
+    accounts: AccountAdmin
 
     def run_context(self) -> RunContext:
-        return RunContext(self.machine, self.checkpointer, self.catalog, self.settings.provider_env)
+        return RunContext(
+            self.machine, self.checkpointer, self.catalog, self.settings.provider_env, self.meter
+        )
 
 
 def load_catalog(settings: Settings) -> ModelCatalog:
     return ModelCatalog.load(Path(settings.model_catalog) if settings.model_catalog else None)
+
+
+def price_rules(settings: Settings) -> PriceRules:
+    return PriceRules(settings.tier_discounts, settings.volume_discounts)
 
 
 def run_events(database: DatabaseUrl) -> RunEvents:
@@ -88,7 +101,11 @@ async def open_context(
             registry = FeatureRegistry(features, checkpointer)
             limits = limits or RunLimits(lease_seconds=settings.lease_seconds)
             machine = RunMachine(engine, events, clock, limits)
-            account = await ensure_account(engine, LOCAL_ACCOUNT, "paid", Decimal(0), clock.now())
+            accounts = AccountAdmin(engine, clock, settings.tier_rate_limits.keys())
+            if database.is_sqlite:
+                await accounts.bootstrap_local(database.sqlite_path.parent / LOCAL_KEY_FILE)
+            meter = Meter(engine, catalog, price_rules(settings), clock)
+            limiter = RateLimiter(settings.rate_limit_storage, settings.tier_rate_limits)
             yield AppContext(
                 settings=settings,
                 database=database,
@@ -99,7 +116,10 @@ async def open_context(
                 playground=Playground(registry, engine),
                 machine=machine,
                 hosted=HostedService(machine, catalog, checkpointer),
-                local_account_id=account.id,
+                meter=meter,
+                chat=ChatCompletions(catalog, meter, settings.provider_env),
+                access=Access(engine, limiter),
+                accounts=accounts,
             )
     finally:
         await wait_for_writes(engine)

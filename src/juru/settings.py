@@ -8,14 +8,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any
 
 from dotenv import dotenv_values
+from limits import parse_many
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from juru.billing.pricing import VolumeDiscount
+
 DEFAULT_PLAYGROUND_ORIGINS = ("http://127.0.0.1:8001", "http://localhost:8001")
+DEFAULT_TIER_RATE_LIMITS = {"paid": "120/minute", "corporate": "300/minute"}
 
 
 def _comma_list(value: Any) -> Any:
@@ -54,6 +59,25 @@ class Settings(BaseSettings):
         default_factory=lambda: list(DEFAULT_PLAYGROUND_ORIGINS),
         validation_alias=AliasChoices("PLAYGROUND_ORIGINS", "playground_origins"),
     )
+    tier_rate_limits: dict[str, str] = Field(
+        default_factory=lambda: dict(DEFAULT_TIER_RATE_LIMITS),
+        description="Requests allowed per account tier, in the `limits` notation "
+        "(`120/minute`); the keys are the tiers accounts may have.",
+    )
+    rate_limit_storage: str = Field(
+        default="memory://",
+        description="Where rate-limit windows are counted: `memory://` (one process) or "
+        "`redis://host:port` (replicas share one budget per account).",
+    )
+    tier_discounts: dict[str, Decimal] = Field(
+        default_factory=dict,
+        description='Package discount in percent per tier, e.g. {"corporate": 10}.',
+    )
+    volume_discounts: list[VolumeDiscount] = Field(
+        default_factory=list,
+        description="Percent off once an account's list-price spend this month reaches a "
+        'threshold: [{"monthly_spend_rupiah": 1000000, "percent": 5}].',
+    )
     provider_env: dict[str, str] = Field(
         default_factory=dict,
         description="Provider credentials and base URLs; filled from `.env` and the environment.",
@@ -63,6 +87,18 @@ class Settings(BaseSettings):
     @classmethod
     def _split_commas(cls, value: Any) -> Any:
         return _comma_list(value)
+
+    @field_validator("tier_rate_limits")
+    @classmethod
+    def _parse_rate_limits(cls, value: dict[str, str]) -> dict[str, str]:
+        for tier, limit in value.items():
+            try:
+                parse_many(limit)
+            except ValueError as error:
+                raise ValueError(f"rate limit of tier {tier!r}: {error}") from None
+        if not value:
+            raise ValueError("at least one tier is needed")
+        return value
 
     def model_post_init(self, context: Any, /) -> None:
         if not self.provider_env:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.server import REPO, ServerProcess, free_port, juru_command
+from tests.support.server import REPO, ServerProcess, api_key, free_port, juru_command
 
 pytestmark = pytest.mark.e2e
 
@@ -21,7 +21,11 @@ def test_the_example_client_executes_its_tool_until_the_run_succeeds(
     with ServerProcess([*juru_command(), "serve"], port, env, tmp_path / "server.log") as server:
         done = subprocess.run(
             [sys.executable, str(REPO / "examples" / "weather_client.py"), "Cuaca di Jakarta?"],
-            env={"JURU_URL": server.base_url, "PATH": "/usr/bin:/bin"},
+            env={
+                "JURU_URL": server.base_url,
+                "JURU_API_KEY": api_key(database_url),
+                "PATH": "/usr/bin:/bin",
+            },
             capture_output=True,
             text=True,
             timeout=120,

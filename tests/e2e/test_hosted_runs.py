@@ -32,7 +32,7 @@ from sqlalchemy import create_engine, select
 from juru.store.tables import runs
 from juru.store.urls import DatabaseUrl
 from tests.support.hosted import AGENT_FIELDS, RUN_FIELDS, WEATHER_TOOL
-from tests.support.server import REPO, ServerProcess, free_port, juru_command
+from tests.support.server import REPO, ServerProcess, api_key, free_port, juru_command
 
 pytestmark = pytest.mark.e2e
 
@@ -145,10 +145,11 @@ def until(
 
 
 class Api:
-    """`/v1` over HTTP, for the local account."""
+    """`/v1` over HTTP, with a key of the database's account (see `api_key`)."""
 
-    def __init__(self, base_url: str) -> None:
-        self.http = httpx.Client(base_url=base_url, timeout=60)
+    def __init__(self, base_url: str, key: str) -> None:
+        headers = {"Authorization": f"Bearer {key}"}
+        self.http = httpx.Client(base_url=base_url, headers=headers, timeout=60)
 
     def __enter__(self) -> Api:
         return self
@@ -337,7 +338,10 @@ def walkthrough(api: Api, model_id: str, weather: str) -> dict[str, Any]:
 
 def test_walkthrough_on_the_demo_model(database_url: str, tmp_path: Path) -> None:
     weather = "Jakarta: 31°C, berawan, kelembapan 78%"
-    with juru_serve(database_url, tmp_path / "server.log") as server, Api(server.base_url) as api:
+    with (
+        juru_serve(database_url, tmp_path / "server.log") as server,
+        Api(server.base_url, api_key(database_url)) as api,
+    ):
         done = walkthrough(api, "juru/demo", weather)
     # The demo model answers from the single tool result it was given.
     assert done["output"] == weather
@@ -356,7 +360,7 @@ def test_walkthrough_on_an_openai_compatible_server(
         ]
     )
     server = juru_serve(database_url, tmp_path / "server.log", **fake.env())
-    with server, Api(server.base_url) as api:
+    with server, Api(server.base_url, api_key(database_url)) as api:
         done = walkthrough(api, FAKE_MODEL, weather)
     assert done["output"] == answer
 
@@ -391,7 +395,8 @@ def test_a_run_survives_kill_9_of_its_server_mid_model_call(
     port = free_port()
     first = juru_serve(database_url, tmp_path / "first.log", port, **env).start()
     try:
-        with Api(first.base_url) as api:
+        key = api_key(database_url)
+        with Api(first.base_url, key) as api:
             agent = api.create_agent(model_id=FAKE_MODEL, max_steps=5)
             thread = api.create_thread(agent["id"])
             run = api.create_run(thread["id"], "Ceritakan sesuatu tentang Jakarta.")
@@ -403,7 +408,7 @@ def test_a_run_survives_kill_9_of_its_server_mid_model_call(
     answer = "Jakarta adalah ibu kota yang ramai."
     fake.script([{"content": answer}])
     second = juru_serve(database_url, tmp_path / "second.log", port, **env)
-    with second, Api(second.base_url) as api:
+    with second, Api(second.base_url, key) as api:
         restarted = time.monotonic()
         done = api.wait_for(run["id"], "succeeded")
         # Taken over once the 2 s lease (JURU_LEASE_SECONDS) expired, not the default 30 s.
@@ -471,8 +476,12 @@ def test_two_worker_processes_share_runs_each_executed_once(
     database_url = fresh_postgres_url
     database = Database(database_url)
     workers: list[WorkerProcess] = []
-    server = juru_serve(database_url, tmp_path / "api.log", JURU_WORKERS="0")
-    with server, Api(server.base_url) as api:
+    # Hundreds of requests in a few seconds: a budget far above the default 120 a minute.
+    roomy = '{"paid": "100000/minute"}'
+    server = juru_serve(
+        database_url, tmp_path / "api.log", JURU_WORKERS="0", JURU_TIER_RATE_LIMITS=roomy
+    )
+    with server, Api(server.base_url, api_key(database_url)) as api:
         try:
             workers = [WorkerProcess(database_url, tmp_path / f"worker{i}.log") for i in (1, 2)]
             # Both workers listen for work before the first run is created (the API too).

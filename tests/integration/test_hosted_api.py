@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator
-from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -17,8 +16,6 @@ from httpx import Response
 from sqlalchemy import Table, func, select
 
 from juru.engine.execution import hosted_thread_key
-from juru.http.deps import current_account
-from juru.store.hosted import ensure_account
 from juru.store.tables import agents, runs, thread_messages, threads
 from tests.support.hosted import AGENT_FIELDS, RUN_FIELDS, WEATHER_TOOL, HostedHarness
 
@@ -822,14 +819,6 @@ def v1_routes_with_ids(hosted: HostedHarness) -> set[tuple[str, str]]:
     }
 
 
-def act_as(hosted: HostedHarness, account_id: str | None) -> None:
-    """Make every request act for `account_id` (None: for the local account again)."""
-    if account_id is None:
-        hosted.app.dependency_overrides.pop(current_account, None)
-    else:
-        hosted.app.dependency_overrides[current_account] = lambda: account_id
-
-
 async def table_sizes(hosted: HostedHarness) -> dict[str, int]:
     async with hosted.context.engine.connect() as connection:
         return {
@@ -857,13 +846,11 @@ async def snapshot(hosted: HostedHarness, ids: dict[str, str]) -> dict[str, Any]
 
 class TestTenantIsolation:
     @pytest.fixture
-    async def other_account(self, hosted: HostedHarness) -> AsyncIterator[str]:
-        other = await ensure_account(
-            hosted.context.engine, "other", "paid", Decimal(0), hosted.clock.now()
-        )
-        assert other.id != hosted.context.local_account_id
-        yield other.id
-        act_as(hosted, None)
+    async def other_account(self, hosted: HostedHarness) -> AsyncIterator[dict[str, str]]:
+        other = await hosted.new_account("other")
+        assert other != hosted.headers
+        yield other
+        hosted.act_as(None)
 
     async def test_every_route_with_an_id_is_in_the_sample_table(
         self, hosted: HostedHarness
@@ -877,7 +864,7 @@ class TestTenantIsolation:
         assert v1_routes_with_ids(hosted) - table == {("PUT", "/v1/widgets/{widget_id}")}
 
     async def test_another_accounts_ids_are_404_everywhere_and_change_nothing(
-        self, hosted: HostedHarness, other_account: str
+        self, hosted: HostedHarness, other_account: dict[str, str]
     ) -> None:
         agent = await hosted.create_agent()
         thread = await hosted.create_thread(agent["id"])
@@ -886,7 +873,7 @@ class TestTenantIsolation:
         before = await snapshot(hosted, ids)
         assert before["checkpoints"] > 0 and before["/v1/threads/{thread_id}/messages"]["data"]
 
-        act_as(hosted, other_account)
+        hosted.act_as(other_account)
         requests = samples(run)
         assert {(m, p) for m, p, _ in requests} == v1_routes_with_ids(hosted)
         for method, template, arguments in requests:
@@ -896,21 +883,21 @@ class TestTenantIsolation:
             assert path.split("/")[3] in message, (method, path, message)
         assert (await get_json(hosted, "/v1/agents"))["data"] == []
 
-        act_as(hosted, None)
+        hosted.act_as(None)
         assert await snapshot(hosted, ids) == before
         assert (await hosted.get_run(run["id"]))["status"] == "requires_action"
 
     async def test_the_other_account_sees_only_its_own_objects(
-        self, hosted: HostedHarness, other_account: str
+        self, hosted: HostedHarness, other_account: dict[str, str]
     ) -> None:
         mine = await hosted.create_agent(name="Mine")
-        act_as(hosted, other_account)
+        hosted.act_as(other_account)
         theirs = await hosted.create_agent(name="Theirs")
         their_thread = await hosted.create_thread(theirs["id"])
         listed = await get_json(hosted, "/v1/agents")
         assert [agent["id"] for agent in listed["data"]] == [theirs["id"]]
         api_error(await hosted.client.get(f"/v1/agents/{mine['id']}"), 404, "not_found")
-        act_as(hosted, None)
+        hosted.act_as(None)
         listed = await get_json(hosted, "/v1/agents")
         assert [agent["id"] for agent in listed["data"]] == [mine["id"]]
         api_error(await hosted.client.get(f"/v1/threads/{their_thread['id']}"), 404, "not_found")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from fastapi import FastAPI
@@ -11,6 +12,7 @@ from httpx import AsyncClient, Response
 from juru.context import AppContext
 from juru.engine.clock import ManualClock
 from juru.engine.worker import Reaper, Worker
+from juru.store.accounts import account_named
 
 WEATHER_TOOL: dict[str, Any] = {
     "type": "function",
@@ -63,6 +65,8 @@ class HostedHarness:
     client: AsyncClient
     clock: ManualClock
     workers: list[Worker] = field(default_factory=list)
+    account_id: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
 
     @property
     def context(self) -> AppContext:
@@ -81,6 +85,27 @@ class HostedHarness:
     async def reap(self) -> int:
         """One reaper sweep at the clock's current time; how many runs it ended."""
         return await Reaper(self.context.run_context()).reap_once()
+
+    async def new_account(
+        self, name: str, tier: str = "paid", balance: Decimal | int = 0
+    ) -> dict[str, str]:
+        """A new account with a key: the headers that act for it."""
+        await self.context.accounts.create_account(name, tier, Decimal(balance))
+        issued = await self.context.accounts.create_key(name)
+        return {"Authorization": f"Bearer {issued.secret}"}
+
+    async def sign_in(self, name: str = "tester", **account: Any) -> str:
+        """Make the harness's client act for a new account; returns the account id."""
+        self.headers = await self.new_account(name, **account)
+        self.client.headers.update(self.headers)
+        found = await account_named(self.context.engine, name)
+        assert found is not None
+        self.account_id = found.id
+        return found.id
+
+    def act_as(self, headers: dict[str, str] | None) -> None:
+        """Send the next requests with another account's key (None: with the harness's own)."""
+        self.client.headers.update(headers or self.headers)
 
     async def work(self) -> None:
         """Execute every run that needs a worker, until none is left."""

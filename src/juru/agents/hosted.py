@@ -27,6 +27,7 @@ CLIENT_TOOLS_NODE = "client_tools"
 LOOP_REPEATS = 3
 MAX_STEPS_KEY = "juru_max_steps"
 METER_KEY = "juru_meter"
+FUNDS_KEY = "juru_funds"
 
 
 class StepLimitError(RuntimeError):
@@ -69,17 +70,21 @@ class HostedAgent:
         self.system_prompt = system_prompt
 
     async def llm_call(self, state: HostedState, config: RunnableConfig) -> dict[str, Any]:
-        max_steps = int(config.get("configurable", {}).get(MAX_STEPS_KEY, 20))
+        configurable = config.get("configurable", {})
+        max_steps = int(configurable.get(MAX_STEPS_KEY, 20))
         steps = state.get("run_steps", 0)
         if steps >= max_steps:
             raise StepLimitError(f"the run reached its limit of {max_steps} model calls")
+        ensure_funds = configurable.get(FUNDS_KEY)
+        if ensure_funds is not None:
+            await ensure_funds()
         history: list[AnyMessage] = close_dangling_calls(state["messages"])
         if self.system_prompt:
             history = [SystemMessage(self.system_prompt), *history]
         reply = await self.model.ainvoke(history)
         if reply.id is None:
             reply.id = f"msg_{uuid.uuid4().hex}"
-        meter = config.get("configurable", {}).get(METER_KEY)
+        meter = configurable.get(METER_KEY)
         if meter is not None:
             # Charged as soon as the call returns, whatever happens to the run afterwards.
             await meter(reply, steps + 1)

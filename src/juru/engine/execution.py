@@ -15,6 +15,7 @@ from langgraph.pregel import Pregel
 
 from juru import runner
 from juru.agents.hosted import (
+    FUNDS_KEY,
     LLM_NODE,
     MAX_STEPS_KEY,
     METER_KEY,
@@ -23,17 +24,16 @@ from juru.agents.hosted import (
     build_hosted_agent,
     run_input,
 )
+from juru.billing.meter import InsufficientBalanceError, Meter
 from juru.engine.machine import RunMachine
 from juru.engine.states import FailureReason
 from juru.engine.transcript import transcript_entries
 from juru.models.catalog import ModelCatalog
 from juru.store import hosted as hosted_store
 from juru.store.checkpointer import settle_checkpointer
-from juru.store.ids import new_id
 from juru.store.pruning import prune_checkpoints
 from juru.store.records import AgentRecord, RunRecord
 from juru.store.transcript import append_messages
-from juru.store.usage import record_charge
 
 logger = logging.getLogger(__name__)
 RUN_ID_KEY = "juru_run_id"
@@ -41,6 +41,7 @@ REASON_BY_ERROR = {
     StepLimitError.__name__: FailureReason.STEP_LIMIT,
     GraphRecursionError.__name__: FailureReason.STEP_LIMIT,
     LoopDetectedError.__name__: FailureReason.LOOP,
+    InsufficientBalanceError.__name__: FailureReason.INSUFFICIENT_BALANCE,
 }
 INPUT_ROLES = {"user": HumanMessage, "assistant": AIMessage, "system": SystemMessage}
 
@@ -66,6 +67,7 @@ class RunContext:
     checkpointer: BaseCheckpointSaver[Any]
     catalog: ModelCatalog
     provider_env: dict[str, str]
+    meter: Meter
 
 
 class LeaseLostError(Exception):
@@ -153,28 +155,25 @@ class RunExecution:
 
     async def _charge(self, reply: AIMessage, step: int) -> None:
         """One ledger row per model call, priced from the catalog (source `agent`)."""
-        usage = reply.usage_metadata or {"input_tokens": 0, "output_tokens": 0}
-        input_tokens, output_tokens = usage["input_tokens"], usage["output_tokens"]
-        price = self.context.catalog.get(self.model_id)
-        await record_charge(
-            self.machine.engine,
-            {
-                "id": new_id("chg"),
-                "account_id": self.run.account_id,
-                "source": "agent",
-                "run_id": self.run.id,
-                "step": step,
-                "model_id": self.model_id,
-                "input_tokens": input_tokens,
-                "output_tokens": output_tokens,
-                "cost_rupiah": price.cost_rupiah(input_tokens, output_tokens),
-                "created_at": self.machine.clock.now(),
-            },
+        await self.context.meter.charge(
+            self.run.account_id,
+            self.model_id,
+            reply.usage_metadata,
+            "agent",
+            run_id=self.run.id,
+            step=step,
         )
+
+    async def _ensure_funds(self) -> None:
+        await self.context.meter.ensure_funds(self.run.account_id, self.model_id)
 
     def _options(self, replace_pending: bool = False) -> runner.RunOptions:
         return runner.RunOptions(
-            configurable={MAX_STEPS_KEY: self.run.max_steps, METER_KEY: self._charge},
+            configurable={
+                MAX_STEPS_KEY: self.run.max_steps,
+                METER_KEY: self._charge,
+                FUNDS_KEY: self._ensure_funds,
+            },
             metadata={RUN_ID_KEY: self.run.id},
             replace_pending=replace_pending,
         )

@@ -6,11 +6,14 @@ from __future__ import annotations
 class ApiError(Exception):
     """Rendered as `{"error": {"code": ..., "message": ...}}` with `status`."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, headers: dict[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.headers = headers or {}
 
 
 def not_found(kind: str, object_id: str) -> ApiError:

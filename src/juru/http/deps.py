@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Header, Request
 
 from juru.context import AppContext
+from juru.hosted.chat import ChatCompletions
 from juru.hosted.service import HostedService
 from juru.playground import Playground
 
@@ -24,13 +25,25 @@ def get_hosted(request: Request) -> HostedService:
     return get_context(request).hosted
 
 
-def current_account(request: Request) -> str:
-    """The account a `/v1` request acts for (every request uses the local account until API
-    keys arrive)."""
-    return get_context(request).local_account_id
+def get_chat(request: Request) -> ChatCompletions:
+    return get_context(request).chat
+
+
+RATE_LIMIT_HEADERS = "rate_limit_headers"
+
+
+async def current_account(
+    request: Request, authorization: Annotated[str | None, Header(include_in_schema=False)] = None
+) -> str:
+    """The account a `/v1` request acts for: the owner of its Bearer key (401 without a live
+    key, 429 past the account's rate limit)."""
+    caller = await get_context(request).access.admit(authorization)
+    setattr(request.state, RATE_LIMIT_HEADERS, caller.rate_limit.headers())
+    return caller.account_id
 
 
 Context = Annotated[AppContext, Depends(get_context)]
 PlaygroundService = Annotated[Playground, Depends(get_playground)]
 Hosted = Annotated[HostedService, Depends(get_hosted)]
+Chat = Annotated[ChatCompletions, Depends(get_chat)]
 Account = Annotated[str, Depends(current_account)]

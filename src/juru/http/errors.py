@@ -31,7 +31,9 @@ async def _detail_response(_request: Request, error: Exception) -> JSONResponse:
 
 async def _api_error(_request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, ApiError)
-    return JSONResponse(api_error_body(error.code, error.message), status_code=error.status)
+    return JSONResponse(
+        api_error_body(error.code, error.message), status_code=error.status, headers=error.headers
+    )
 
 
 def _describe(error: dict[str, object]) -> str:

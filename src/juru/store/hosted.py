@@ -1,39 +1,15 @@
-"""Queries on accounts, agents and threads. Every read is scoped to an account."""
+"""Queries on agents and threads. Every read is scoped to an account."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import ColumnElement, Select, Table, and_, delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from juru.store.ids import new_id
 from juru.store.pages import Page, PageRequest
-from juru.store.records import AccountRecord, AgentRecord, ThreadRecord
-from juru.store.tables import accounts, agents, threads
-
-LOCAL_ACCOUNT = "local"
-
-
-async def ensure_account(
-    engine: AsyncEngine, name: str, tier: str, balance: Decimal, now: datetime
-) -> AccountRecord:
-    """The account called `name`, created if it does not exist yet."""
-    async with engine.begin() as connection:
-        row = (await connection.execute(select(accounts).where(accounts.c.name == name))).first()
-        if row is None:
-            values = {
-                "id": new_id("acc"),
-                "name": name,
-                "tier": tier,
-                "balance_rupiah": balance,
-                "created_at": now,
-            }
-            await connection.execute(insert(accounts).values(values))
-            row = (await connection.execute(select(accounts).where(accounts.c.name == name))).one()
-    return AccountRecord.from_row(row._mapping)
+from juru.store.records import AgentRecord, ThreadRecord
+from juru.store.tables import agents, threads
 
 
 async def page_of(

@@ -11,7 +11,6 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
-    Numeric,
     String,
     Table,
     Text,
@@ -19,7 +18,7 @@ from sqlalchemy import (
     text,
 )
 
-from juru.store.types import UtcDateTime
+from juru.store.types import Money, UtcDateTime
 
 metadata = MetaData(
     naming_convention={
@@ -51,8 +50,20 @@ accounts = Table(
     Column("id", String(40), primary_key=True),
     Column("name", String(200), nullable=False, unique=True),
     Column("tier", String(40), nullable=False),
-    Column("balance_rupiah", Numeric(20, 4), nullable=False),
+    Column("balance_rupiah", Money(), nullable=False),
     Column("created_at", UtcDateTime(), nullable=False),
+)
+
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("account_id", ForeignKey("accounts.id", ondelete="CASCADE"), nullable=False, index=True),
+    # What users see and revoke by; the key itself is kept only as its SHA-256.
+    Column("prefix", String(40), nullable=False, unique=True),
+    Column("key_hash", String(64), nullable=False, unique=True),
+    Column("created_at", UtcDateTime(), nullable=False),
+    Column("revoked_at", UtcDateTime(), nullable=True),
 )
 
 agents = Table(
@@ -91,7 +102,7 @@ runs = Table(
     Column("status", String(20), nullable=False),
     Column("step_count", Integer, nullable=False),
     Column("max_steps", Integer, nullable=False),
-    Column("cost_rupiah", Numeric(30, 10), nullable=False),
+    Column("cost_rupiah", Money(), nullable=False),
     Column("input", JSON, nullable=False),
     Column("output", Text, nullable=True),
     Column("error", Text, nullable=True),
@@ -150,7 +161,8 @@ usage_charges = Table(
     Column("model_id", String(200), nullable=False),
     Column("input_tokens", Integer, nullable=False),
     Column("output_tokens", Integer, nullable=False),
-    Column("cost_rupiah", Numeric(30, 10), nullable=False),
+    Column("list_cost_rupiah", Money(), nullable=False),
+    Column("cost_rupiah", Money(), nullable=False),
     Column("created_at", UtcDateTime(), nullable=False),
     Index("ix_usage_charges_account_created", "account_id", "created_at"),
 )

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import DateTime
+from sqlalchemy import BigInteger, DateTime
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
@@ -28,3 +29,28 @@ class UtcDateTime(TypeDecorator[datetime]):
             return None
         assert isinstance(value, datetime)
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+MICRO = Decimal("0.000001")
+_MICROS_PER_RUPIAH = 1_000_000
+
+
+class Money(TypeDecorator[Decimal]):
+    """Exact Rupiah: stored as an integer count of micro-rupiah (1e-6 Rp) on every dialect, so
+    SQLite sums stay exact too; Python sees `Decimal` Rupiah."""
+
+    impl = BigInteger()
+    cache_ok = True
+
+    def process_bind_param(self, value: Decimal | int | None, dialect: Dialect) -> int | None:
+        if value is None:
+            return None
+        micros = Decimal(value) * _MICROS_PER_RUPIAH
+        if micros != micros.to_integral_value():
+            raise ValueError(f"{value} Rp has more than six decimal places; round it first")
+        return int(micros)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> Decimal | None:
+        if value is None:
+            return None
+        return Decimal(int(value)) / _MICROS_PER_RUPIAH

@@ -3,30 +3,92 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import Date, cast, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from juru.store.tables import runs, usage_charges
+from juru.billing.pricing import PriceRules, to_micro
+from juru.store.ids import new_id
+from juru.store.tables import accounts, runs, usage_charges
 from juru.store.transactions import write
 
 
-async def record_charge(engine: AsyncEngine, values: dict[str, Any]) -> None:
-    """Insert the charge and add it to its run's running total, in one transaction."""
+@dataclass(frozen=True)
+class ChargeRequest:
+    """A model call to bill: who, what, where it happened, and its list price."""
 
-    async def charge(connection: AsyncConnection) -> None:
-        await connection.execute(insert(usage_charges).values(values))
-        if values.get("run_id") is not None:
+    account_id: str
+    source: str
+    model_id: str
+    input_tokens: int
+    output_tokens: int
+    list_cost: Decimal
+    created_at: datetime
+    run_id: str | None = None
+    step: int | None = None
+
+
+def month_start(moment: datetime) -> datetime:
+    return moment.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+async def _monthly_list_spend(
+    connection: AsyncConnection, account_id: str, now: datetime
+) -> Decimal:
+    spent = await connection.scalar(
+        select(func.coalesce(func.sum(usage_charges.c.list_cost_rupiah), 0)).where(
+            usage_charges.c.account_id == account_id,
+            usage_charges.c.created_at >= month_start(now),
+        )
+    )
+    return Decimal(spent or 0)
+
+
+async def record_charge(engine: AsyncEngine, request: ChargeRequest, rules: PriceRules) -> Decimal:
+    """Price the call with the account's discounts, write its ledger row, add it to its run's
+    running total and take it from the balance, all in one transaction. Returns the cost."""
+
+    async def charge(connection: AsyncConnection) -> Decimal:
+        tier = await connection.scalar(
+            select(accounts.c.tier).where(accounts.c.id == request.account_id)
+        )
+        spent = Decimal(0)
+        if rules.uses_monthly_spend:
+            spent = await _monthly_list_spend(connection, request.account_id, request.created_at)
+        cost = rules.charge(request.list_cost, str(tier), spent)
+        await connection.execute(
+            insert(usage_charges).values(
+                id=new_id("chg"),
+                account_id=request.account_id,
+                source=request.source,
+                run_id=request.run_id,
+                step=request.step,
+                model_id=request.model_id,
+                input_tokens=request.input_tokens,
+                output_tokens=request.output_tokens,
+                list_cost_rupiah=to_micro(request.list_cost),
+                cost_rupiah=cost,
+                created_at=request.created_at,
+            )
+        )
+        if request.run_id is not None:
             await connection.execute(
                 update(runs)
-                .where(runs.c.id == values["run_id"])
-                .values(cost_rupiah=runs.c.cost_rupiah + values["cost_rupiah"])
+                .where(runs.c.id == request.run_id)
+                .values(cost_rupiah=runs.c.cost_rupiah + cost)
             )
+        if cost:
+            await connection.execute(
+                update(accounts)
+                .where(accounts.c.id == request.account_id)
+                .values(balance_rupiah=accounts.c.balance_rupiah - cost)
+            )
+        return cost
 
-    await write(engine, charge)
+    return await write(engine, charge)
 
 
 @dataclass(frozen=True)

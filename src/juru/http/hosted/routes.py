@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import date
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Header, Query
+from fastapi import APIRouter, Body, Depends, Header, Query
 from fastapi.responses import JSONResponse
 
-from juru.http.deps import Account, Context, Hosted
+from juru.http.deps import Account, Context, Hosted, current_account
 from juru.http.hosted.schemas import (
     AgentIn,
     AgentOut,
@@ -25,7 +25,7 @@ from juru.http.hosted.schemas import (
 )
 from juru.store.pages import PageRequest
 
-router = APIRouter(prefix="/v1", tags=["hosted agents"])
+router = APIRouter(prefix="/v1", tags=["hosted agents"], dependencies=[Depends(current_account)])
 Limit = Annotated[int, Query(ge=1, le=100, description="Items per page.")]
 After = Annotated[str | None, Query(description="Cursor: the id after which the page starts.")]
 

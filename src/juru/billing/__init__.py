@@ -1,0 +1,1 @@
+"""Accounts, API keys, prices with discounts, and rate limits."""

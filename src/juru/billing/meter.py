@@ -1,0 +1,80 @@
+"""Metering: the balance check before a paid model call and the charge after it.
+
+Agents (source `agent`) and `/v1/chat/completions` (source `chat`) share it, so both bill the
+same way. The check only asks for a positive balance: a call's cost is known after it returns,
+so each concurrent call may overdraw by at most its own cost, never more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from juru.billing.pricing import PriceRules
+from juru.engine.clock import Clock
+from juru.models.catalog import ModelCatalog
+from juru.store.accounts import balance_of
+from juru.store.usage import ChargeRequest, record_charge
+
+
+class InsufficientBalanceError(RuntimeError):
+    """The account's balance is used up; top it up to make paid model calls."""
+
+
+def token_counts(usage: Mapping[str, Any] | None) -> tuple[int, int]:
+    """Input and output tokens from a LangChain message's `usage_metadata`."""
+    usage = usage or {}
+    return int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))
+
+
+class Meter:
+    """Checks balances and writes charges for one app."""
+
+    def __init__(
+        self, engine: AsyncEngine, catalog: ModelCatalog, rules: PriceRules, clock: Clock
+    ) -> None:
+        self.engine = engine
+        self.catalog = catalog
+        self.rules = rules
+        self.clock = clock
+
+    def is_paid(self, model_id: str) -> bool:
+        model = self.catalog.get(model_id)
+        return bool(model.input_rupiah_per_million or model.output_rupiah_per_million)
+
+    async def ensure_funds(self, account_id: str, model_id: str) -> None:
+        """Raise `InsufficientBalanceError` before a paid call when the balance is used up."""
+        if not self.is_paid(model_id):
+            return
+        balance = await balance_of(self.engine, account_id)
+        if balance <= 0:
+            raise InsufficientBalanceError(
+                f"the account's balance is Rp{balance}; top it up to call {model_id}"
+            )
+
+    async def charge(
+        self,
+        account_id: str,
+        model_id: str,
+        usage: Mapping[str, Any] | None,
+        source: str,
+        run_id: str | None = None,
+        step: int | None = None,
+    ) -> Decimal:
+        """Write the call's ledger row and debit the balance; returns what it cost."""
+        input_tokens, output_tokens = token_counts(usage)
+        request = ChargeRequest(
+            account_id=account_id,
+            source=source,
+            model_id=model_id,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            list_cost=self.catalog.get(model_id).cost_rupiah(input_tokens, output_tokens),
+            created_at=self.clock.now(),
+            run_id=run_id,
+            step=step,
+        )
+        return await record_charge(self.engine, request, self.rules)

@@ -1,0 +1,72 @@
+"""Per-account rate limits on `/v1`: a moving window per account, counted by the `limits`
+library in memory (one process) or in Redis (every replica shares the account's budget)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from limits import RateLimitItem, parse
+from limits.aio.strategies import MovingWindowRateLimiter
+from limits.storage import storage_from_string
+
+KEY_PREFIX = "juru-rate"
+
+
+@dataclass(frozen=True)
+class RateLimitDecision:
+    """Whether a request may go on, and the `X-RateLimit-*` figures to tell the caller."""
+
+    allowed: bool
+    limit: int
+    remaining: int
+    reset_seconds: int
+
+    def headers(self) -> dict[str, str]:
+        headers = {
+            "X-RateLimit-Limit": str(self.limit),
+            "X-RateLimit-Remaining": str(self.remaining),
+            "X-RateLimit-Reset": str(self.reset_seconds),
+        }
+        if not self.allowed:
+            headers["Retry-After"] = str(max(1, self.reset_seconds))
+        return headers
+
+
+def async_storage_uri(uri: str) -> str:
+    """`memory://` and `redis://...` as the asyncio storages of `limits`."""
+    return uri if uri.startswith("async+") else f"async+{uri}"
+
+
+class RateLimiter:
+    """One moving window per account, sized by the account's tier."""
+
+    def __init__(self, storage_uri: str, tier_limits: Mapping[str, str]) -> None:
+        options = (
+            {} if storage_uri.startswith(("memory", "async+memory")) else {"key_prefix": KEY_PREFIX}
+        )
+        self.storage = storage_from_string(async_storage_uri(storage_uri), **options)
+        self.strategy = MovingWindowRateLimiter(self.storage)
+        self.limits: dict[str, RateLimitItem] = {
+            tier: parse(limit) for tier, limit in tier_limits.items()
+        }
+
+    def limit_of(self, tier: str) -> RateLimitItem:
+        # An account whose tier is no longer configured gets the strictest configured limit.
+        return self.limits.get(tier) or min(
+            self.limits.values(), key=lambda item: item.amount / item.get_expiry()
+        )
+
+    async def hit(self, account_id: str, tier: str) -> RateLimitDecision:
+        """Count one request of the account; refused once its window is full."""
+        item = self.limit_of(tier)
+        allowed = await self.strategy.hit(item, account_id)
+        stats = await self.strategy.get_window_stats(item, account_id)
+        return RateLimitDecision(
+            allowed=allowed,
+            limit=item.amount,
+            remaining=max(0, stats.remaining),
+            reset_seconds=max(0, math.ceil(stats.reset_time - time.time())),
+        )

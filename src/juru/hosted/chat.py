@@ -1,0 +1,226 @@
+"""`POST /v1/chat/completions`: one model call in OpenAI's shape, routed by the catalog to its
+provider through the same LangChain chat models that drive agents, and billed (source `chat`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    convert_to_messages,
+    convert_to_openai_messages,
+)
+from langchain_core.runnables import Runnable
+
+from juru.billing.meter import InsufficientBalanceError, Meter
+from juru.hosted.errors import ApiError
+from juru.models.catalog import ModelCatalog, ProviderNotConfiguredError, UnknownModelError
+
+SAMPLING_FIELDS = ("temperature", "top_p", "max_tokens", "stop", "seed")
+CHAT_SOURCE = "chat"
+
+
+@dataclass(frozen=True)
+class PreparedChat:
+    """A checked request, ready to be sent: who pays, which model, what to send."""
+
+    account_id: str
+    model_id: str
+    runnable: Runnable[Any, Any]
+    messages: list[BaseMessage]
+    include_usage: bool
+    completion_id: str
+    created: int
+
+
+def _messages(raw: list[dict[str, Any]]) -> list[BaseMessage]:
+    try:
+        return convert_to_messages(raw)
+    except (ValueError, TypeError, KeyError, NotImplementedError) as error:
+        raise ApiError(400, "invalid_request", f"messages: {error}") from None
+
+
+def _finish_reason(message: AIMessage | AIMessageChunk) -> str:
+    if message.tool_calls or getattr(message, "tool_call_chunks", None):
+        return "tool_calls"
+    reason = message.response_metadata.get("finish_reason")
+    return reason if reason in ("length", "content_filter") else "stop"
+
+
+def _usage(message: AIMessage | AIMessageChunk) -> dict[str, int]:
+    usage = message.usage_metadata or {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+    return {
+        "prompt_tokens": usage["input_tokens"],
+        "completion_tokens": usage["output_tokens"],
+        "total_tokens": usage["input_tokens"] + usage["output_tokens"],
+    }
+
+
+def _upstream_error(error: Exception) -> ApiError:
+    status = getattr(error, "status_code", None)
+    detail = f"{type(error).__name__}: {error}"
+    if status == 400:
+        return ApiError(400, "invalid_request", f"the provider refused the request: {detail}")
+    return ApiError(502, "upstream_error", f"the model provider failed: {detail}")
+
+
+class ChatCompletions:
+    def __init__(self, catalog: ModelCatalog, meter: Meter, provider_env: Mapping[str, str]):
+        self.catalog = catalog
+        self.meter = meter
+        self.provider_env = provider_env
+
+    def _model(self, model_id: str) -> BaseChatModel:
+        try:
+            return self.catalog.chat_model(model_id, self.provider_env)
+        except UnknownModelError:
+            raise ApiError(
+                404, "model_not_found", f"model {model_id!r} is not in the catalog (GET /v1/models)"
+            ) from None
+        except ProviderNotConfiguredError as error:
+            raise ApiError(503, "provider_unavailable", str(error)) from None
+
+    async def prepare(self, account_id: str, request: Mapping[str, Any]) -> PreparedChat:
+        """Check the model, the balance and the messages; 4xx for anything wrong."""
+        model_id = str(request["model"])
+        model = self._model(model_id)
+        try:
+            await self.meter.ensure_funds(account_id, model_id)
+        except InsufficientBalanceError as error:
+            raise ApiError(402, "insufficient_balance", str(error)) from None
+        runnable: Runnable[Any, Any] = model
+        if request.get("tools"):
+            choice = request.get("tool_choice")
+            runnable = model.bind_tools(request["tools"], tool_choice=choice)
+        elif request.get("tool_choice") not in (None, "none", "auto"):
+            raise ApiError(400, "invalid_request", "tool_choice needs tools")
+        sampling = {name: request[name] for name in SAMPLING_FIELDS if name in request}
+        if sampling:
+            runnable = runnable.bind(**sampling)
+        options = request.get("stream_options") or {}
+        return PreparedChat(
+            account_id=account_id,
+            model_id=model_id,
+            runnable=runnable,
+            messages=_messages(request["messages"]),
+            include_usage=bool(options.get("include_usage")),
+            completion_id=f"chatcmpl-{uuid.uuid4().hex}",
+            created=int(time.time()),
+        )
+
+    async def _charge(self, chat: PreparedChat, reply: AIMessage | AIMessageChunk) -> None:
+        await self.meter.charge(chat.account_id, chat.model_id, reply.usage_metadata, CHAT_SOURCE)
+
+    async def complete(self, chat: PreparedChat) -> dict[str, Any]:
+        """One `chat.completion` object; the call is charged before it is returned."""
+        try:
+            reply = await chat.runnable.ainvoke(chat.messages)
+        except ApiError:
+            raise
+        except Exception as error:
+            raise _upstream_error(error) from error
+        await self._charge(chat, reply)
+        message = convert_to_openai_messages(reply)
+        assert isinstance(message, dict)
+        message.pop("id", None)
+        if not isinstance(message.get("content"), str):
+            message["content"] = reply.text or None
+        if message.get("tool_calls") and not message.get("content"):
+            message["content"] = None
+        return {
+            "id": chat.completion_id,
+            "object": "chat.completion",
+            "created": chat.created,
+            "model": chat.model_id,
+            "choices": [{"index": 0, "message": message, "finish_reason": _finish_reason(reply)}],
+            "usage": _usage(reply),
+        }
+
+    def _chunk(
+        self, chat: PreparedChat, delta: dict[str, Any], finish: str | None
+    ) -> dict[str, Any]:
+        return {
+            "id": chat.completion_id,
+            "object": "chat.completion.chunk",
+            "created": chat.created,
+            "model": chat.model_id,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+
+    async def start_stream(self, chat: PreparedChat) -> AsyncIterator[dict[str, Any]]:
+        """Open the provider's stream and wait for its first piece, so that a provider failing
+        at once is an HTTP error, not a broken stream; then the chunks follow."""
+        pieces = aiter(chat.runnable.astream(chat.messages))
+        try:
+            first = await anext(pieces, None)
+        except Exception as error:
+            raise _upstream_error(error) from error
+        return self._stream(chat, first, pieces)
+
+    async def _stream(
+        self, chat: PreparedChat, first: Any, pieces: AsyncIterator[Any]
+    ) -> AsyncIterator[dict[str, Any]]:
+        """`chat.completion.chunk` objects as the provider streams; charged at the end, when
+        the provider has reported the usage."""
+        total: AIMessageChunk | None = None
+        yield self._chunk(chat, {"role": "assistant", "content": ""}, None)
+        async for piece in _prepend(first, pieces):
+            if not isinstance(piece, AIMessageChunk):
+                continue
+            total = piece if total is None else total + piece
+            delta: dict[str, Any] = {}
+            if piece.text:
+                delta["content"] = piece.text
+            if piece.tool_call_chunks:
+                delta["tool_calls"] = [
+                    {
+                        "index": part.get("index") or 0,
+                        **({"id": part["id"], "type": "function"} if part.get("id") else {}),
+                        "function": {
+                            **({"name": part["name"]} if part.get("name") else {}),
+                            "arguments": part.get("args") or "",
+                        },
+                    }
+                    for part in piece.tool_call_chunks
+                ]
+            if delta:
+                yield self._chunk(chat, delta, None)
+        final = total or AIMessageChunk(content="")
+        await self._charge(chat, final)
+        yield self._chunk(chat, {}, _finish_reason(final))
+        if chat.include_usage:
+            yield {**self._chunk(chat, {}, None), "choices": [], "usage": _usage(final)}
+
+
+async def _prepend(first: Any, rest: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    if first is not None:
+        yield first
+    async for item in rest:
+        yield item
+
+
+def sse_lines(chunks: AsyncIterator[dict[str, Any]]) -> AsyncIterator[str]:
+    """Server-sent events as OpenAI streams them: `data: {json}` per chunk, then `[DONE]`; a
+    failure after the stream began is sent as a last `data: {"error": ...}` event."""
+
+    async def lines() -> AsyncIterator[str]:
+        try:
+            async for chunk in chunks:
+                yield f"data: {json.dumps(chunk)}\n\n"
+        except Exception as error:
+            failure = error if isinstance(error, ApiError) else _upstream_error(error)
+            body = {"error": {"code": failure.code, "message": failure.message}}
+            yield f"data: {json.dumps(body)}\n\n"
+            return
+        yield "data: [DONE]\n\n"
+
+    return lines()

@@ -1,0 +1,57 @@
+"""`POST /v1/chat/completions`, OpenAI-compatible (plain JSON or `stream: true` as SSE)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from juru.hosted.chat import sse_lines
+from juru.http.deps import Account, Chat, current_account
+
+router = APIRouter(prefix="/v1", tags=["chat completions"], dependencies=[Depends(current_account)])
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    include_usage: bool = False
+
+
+class ChatCompletionIn(BaseModel):
+    """The fields Juru passes on; unknown ones are refused rather than silently dropped."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(min_length=1, description="A catalog id, e.g. `openai/gpt-4o`.")
+    messages: list[dict[str, Any]] = Field(min_length=1)
+    tools: list[dict[str, Any]] | None = Field(default=None, max_length=128)
+    tool_choice: Literal["none", "auto", "required"] | dict[str, Any] | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, ge=0, le=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    n: Literal[1] | None = None
+    user: str | None = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+
+    def request(self) -> dict[str, Any]:
+        body = self.model_dump(exclude_none=True)
+        if "max_completion_tokens" in body:
+            body["max_tokens"] = body.pop("max_completion_tokens")
+        return body
+
+
+@router.post("/chat/completions", response_model=None)
+async def chat_completions(body: ChatCompletionIn, account: Account, chat: Chat) -> Response:
+    """One model call in OpenAI's format, billed to the account with source `chat`."""
+    prepared = await chat.prepare(account, body.request())
+    if body.stream:
+        chunks = await chat.start_stream(prepared)
+        return StreamingResponse(sse_lines(chunks), media_type="text/event-stream")
+    return JSONResponse(await chat.complete(prepared))

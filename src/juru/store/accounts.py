@@ -1,0 +1,115 @@
+"""Queries on accounts and their API keys."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from juru.billing.keys import NewKey
+from juru.store.ids import new_id
+from juru.store.records import AccountRecord
+from juru.store.tables import accounts, api_keys
+
+
+class AccountExistsError(ValueError):
+    """An account with that name exists already."""
+
+
+async def create_account(
+    engine: AsyncEngine, name: str, tier: str, balance: Decimal, now: datetime
+) -> AccountRecord:
+    """A new account; its name must be free."""
+    values = {
+        "id": new_id("acc"),
+        "name": name,
+        "tier": tier,
+        "balance_rupiah": balance,
+        "created_at": now,
+    }
+    async with engine.begin() as connection:
+        taken = await connection.scalar(select(accounts.c.id).where(accounts.c.name == name))
+        if taken is not None:
+            raise AccountExistsError(f"an account named {name!r} exists already")
+        await connection.execute(insert(accounts).values(values))
+    return AccountRecord(**values)  # type: ignore[arg-type]
+
+
+async def count_accounts(engine: AsyncEngine) -> int:
+    async with engine.connect() as connection:
+        return int(await connection.scalar(select(func.count()).select_from(accounts)) or 0)
+
+
+async def account_named(engine: AsyncEngine, name: str) -> AccountRecord | None:
+    async with engine.connect() as connection:
+        row = (await connection.execute(select(accounts).where(accounts.c.name == name))).first()
+    return None if row is None else AccountRecord.from_row(row._mapping)
+
+
+async def account_by_id(engine: AsyncEngine, account_id: str) -> AccountRecord | None:
+    async with engine.connect() as connection:
+        row = (
+            await connection.execute(select(accounts).where(accounts.c.id == account_id))
+        ).first()
+    return None if row is None else AccountRecord.from_row(row._mapping)
+
+
+async def balance_of(engine: AsyncEngine, account_id: str) -> Decimal:
+    async with engine.connect() as connection:
+        balance = await connection.scalar(
+            select(accounts.c.balance_rupiah).where(accounts.c.id == account_id)
+        )
+    return Decimal(0) if balance is None else Decimal(balance)
+
+
+async def top_up(engine: AsyncEngine, name: str, amount: Decimal) -> AccountRecord | None:
+    """Add `amount` to the named account's balance atomically (None: no such account)."""
+    async with engine.begin() as connection:
+        await connection.execute(
+            update(accounts)
+            .where(accounts.c.name == name)
+            .values(balance_rupiah=accounts.c.balance_rupiah + amount)
+        )
+        row = (await connection.execute(select(accounts).where(accounts.c.name == name))).first()
+    return None if row is None else AccountRecord.from_row(row._mapping)
+
+
+async def insert_api_key(engine: AsyncEngine, account_id: str, key: NewKey, now: datetime) -> str:
+    """Store the key's prefix and hash (never the key); returns the key's id."""
+    key_id = new_id("key")
+    async with engine.begin() as connection:
+        await connection.execute(
+            insert(api_keys).values(
+                id=key_id,
+                account_id=account_id,
+                prefix=key.prefix,
+                key_hash=key.key_hash,
+                created_at=now,
+            )
+        )
+    return key_id
+
+
+async def account_of_key(engine: AsyncEngine, key_hash: str) -> tuple[str, str] | None:
+    """The account id and tier behind a live (not revoked) key with this hash."""
+    query = (
+        select(accounts.c.id, accounts.c.tier)
+        .join(api_keys, api_keys.c.account_id == accounts.c.id)
+        .where(api_keys.c.key_hash == key_hash, api_keys.c.revoked_at.is_(None))
+    )
+    async with engine.connect() as connection:
+        row = (await connection.execute(query)).first()
+    return None if row is None else (str(row.id), str(row.tier))
+
+
+async def revoke_api_key(engine: AsyncEngine, prefix: str, now: datetime) -> bool:
+    """Revoke the live key with this prefix; False if there is none."""
+    async with engine.begin() as connection:
+        result = await connection.execute(
+            update(api_keys)
+            .where(api_keys.c.prefix == prefix, api_keys.c.revoked_at.is_(None))
+            .values(revoked_at=now)
+        )
+    return result.rowcount > 0
