@@ -106,21 +106,24 @@ async def open_context(
                 await accounts.bootstrap_local(database.sqlite_path.parent / LOCAL_KEY_FILE)
             meter = Meter(engine, catalog, price_rules(settings), clock)
             limiter = RateLimiter(settings.rate_limit_storage, settings.tier_rate_limits)
-            yield AppContext(
-                settings=settings,
-                database=database,
-                engine=engine,
-                checkpointer=checkpointer,
-                catalog=catalog,
-                features=registry,
-                playground=Playground(registry, engine),
-                machine=machine,
-                hosted=HostedService(machine, catalog, checkpointer),
-                meter=meter,
-                chat=ChatCompletions(catalog, meter, settings.provider_env),
-                access=Access(engine, limiter),
-                accounts=accounts,
-            )
+            try:
+                yield AppContext(
+                    settings=settings,
+                    database=database,
+                    engine=engine,
+                    checkpointer=checkpointer,
+                    catalog=catalog,
+                    features=registry,
+                    playground=Playground(registry, engine),
+                    machine=machine,
+                    hosted=HostedService(machine, catalog, checkpointer),
+                    meter=meter,
+                    chat=ChatCompletions(catalog, meter, settings.provider_env),
+                    access=Access(engine, limiter),
+                    accounts=accounts,
+                )
+            finally:
+                limiter.close()
     finally:
         await wait_for_writes(engine)
         await events.stop()

@@ -17,7 +17,7 @@ from sqlalchemy import Table, func, select
 
 from juru.engine.execution import hosted_thread_key
 from juru.store.tables import agents, runs, thread_messages, threads
-from tests.support.hosted import AGENT_FIELDS, RUN_FIELDS, WEATHER_TOOL, HostedHarness
+from tests.support.hosted import AGENT_FIELDS, RUN_FIELDS, WEATHER_TOOL, HostedHarness, api_error
 
 # --- shapes -------------------------------------------------------------------------------
 
@@ -42,17 +42,6 @@ WEATHER_OUTPUT = "Sunny, 31 C in Jakarta"
 
 def function_tool(name: str, **function: Any) -> dict[str, Any]:
     return {"type": "function", "function": {"name": name, **function}}
-
-
-def api_error(response: Response, status: int, code: str) -> str:
-    """Assert the `/v1` error shape, status and code; return the message."""
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert set(body) == {"error"} and set(body["error"]) == {"code", "message"}, body
-    assert body["error"]["code"] == code, body
-    message: str = body["error"]["message"]
-    assert message
-    return message
 
 
 def ok(response: Response, status: int = 200) -> Any:

@@ -57,6 +57,17 @@ RUN_FIELDS = frozenset(
 )
 
 
+def api_error(response: Response, status: int, code: str) -> str:
+    """Assert the `/v1` error shape, status and code; return the message."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message"}, body
+    assert body["error"]["code"] == code, body
+    message: str = body["error"]["message"]
+    assert message
+    return message
+
+
 @dataclass
 class HostedHarness:
     """An app without background workers: tests run the worker step by step."""

@@ -7,6 +7,9 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
+
+import coredis
 
 from limits import RateLimitItem, parse
 from limits.aio.strategies import MovingWindowRateLimiter
@@ -44,14 +47,22 @@ class RateLimiter:
     """One moving window per account, sized by the account's tier."""
 
     def __init__(self, storage_uri: str, tier_limits: Mapping[str, str]) -> None:
-        options = (
-            {} if storage_uri.startswith(("memory", "async+memory")) else {"key_prefix": KEY_PREFIX}
-        )
-        self.storage = storage_from_string(async_storage_uri(storage_uri), **options)
+        uri = async_storage_uri(storage_uri)
+        options: dict[str, Any] = {}
+        self.pool: coredis.ConnectionPool | None = None
+        if not uri.startswith("async+memory"):
+            # Our own pool, so that shutdown can close its connections.
+            self.pool = coredis.ConnectionPool.from_url(uri.removeprefix("async+"))
+            options = {"key_prefix": KEY_PREFIX, "connection_pool": self.pool}
+        self.storage = storage_from_string(uri, **options)
         self.strategy = MovingWindowRateLimiter(self.storage)
         self.limits: dict[str, RateLimitItem] = {
             tier: parse(limit) for tier, limit in tier_limits.items()
         }
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.disconnect()
 
     def limit_of(self, tier: str) -> RateLimitItem:
         # An account whose tier is no longer configured gets the strictest configured limit.
