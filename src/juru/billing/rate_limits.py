@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import coredis
-
 from limits import RateLimitItem, parse
 from limits.aio.strategies import MovingWindowRateLimiter
 from limits.storage import storage_from_string

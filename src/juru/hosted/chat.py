@@ -43,8 +43,12 @@ class PreparedChat:
 
 
 def _messages(raw: list[dict[str, Any]]) -> list[BaseMessage]:
+    # OpenAI lets an assistant message with tool calls leave out its content.
+    normalized = [
+        {**item, "content": item.get("content") or ""} if "role" in item else item for item in raw
+    ]
     try:
-        return convert_to_messages(raw)
+        return convert_to_messages(normalized)
     except (ValueError, TypeError, KeyError, NotImplementedError) as error:
         raise ApiError(400, "invalid_request", f"messages: {error}") from None
 

@@ -1,0 +1,180 @@
+"""Billing (section 7 of the hosted-agents document): balances checked before every paid step,
+charges kept when a run fails, the overdraft bound of concurrent runs, discounts, exact money."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from juru.app import create_app
+from juru.engine.clock import ManualClock
+from juru.settings import Settings
+from juru.store.accounts import account_named, balance_of
+from juru.store.tables import usage_charges
+from juru.store.usage import charges_of_run
+from tests.conftest import openai_env, start_client
+from tests.integration.test_run_engine import OPENAI_MODEL, WEATHER_CALL
+from tests.support.fake_openai import FakeOpenAIServer
+from tests.support.hosted import HostedHarness
+
+# gpt-4o-mini in the built-in catalog: Rupiah per million tokens.
+MINI_INPUT, MINI_OUTPUT = Decimal(2475), Decimal(9900)
+
+
+async def use_account(hosted: HostedHarness, name: str, balance: Decimal | str) -> str:
+    hosted.act_as(await hosted.new_account(name, balance=Decimal(balance)))
+    account = await account_named(hosted.context.engine, name)
+    assert account is not None
+    return account.id
+
+
+def ledger_sum(charges: list[dict[str, Any]]) -> Decimal:
+    return sum((Decimal(c["cost_rupiah"]) for c in charges), Decimal(0))
+
+
+async def test_an_empty_balance_fails_the_run_before_its_next_paid_step(
+    hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+) -> None:
+    hosted = hosted_openai
+    account_id = await use_account(hosted, "thrifty", "0.01")
+    fake_openai.script([WEATHER_CALL, {"content": "never asked"}])
+    run = await hosted.new_run(model_id=OPENAI_MODEL)
+    await hosted.work()
+    paused = await hosted.get_run(run["id"])
+    assert paused["status"] == "requires_action" and paused["cost_rupiah"] > 0.01
+
+    await hosted.answer(paused)
+    await hosted.work()
+    failed = await hosted.get_run(run["id"])
+    assert (failed["status"], failed["error"]) == ("failed", "insufficient_balance")
+    assert failed["step_count"] == 1
+    assert len(fake_openai.requests()) == 1, "the second step must not reach the model"
+
+    charges = await charges_of_run(hosted.context.engine, run["id"])
+    assert [c["step"] for c in charges] == [1]
+    assert Decimal(str(failed["cost_rupiah"])) == ledger_sum(charges)
+    assert Decimal(str(paused["cost_rupiah"])) == ledger_sum(charges)
+    balance = await balance_of(hosted.context.engine, account_id)
+    assert balance == Decimal("0.01") - ledger_sum(charges) < 0
+
+
+async def test_a_run_without_funds_never_calls_a_paid_model(
+    hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+) -> None:
+    await use_account(hosted_openai, "broke", "0")
+    run = await hosted_openai.new_run(model_id=OPENAI_MODEL)
+    await hosted_openai.work()
+    failed = await hosted_openai.get_run(run["id"])
+    assert (failed["status"], failed["error"], failed["step_count"]) == (
+        "failed",
+        "insufficient_balance",
+        0,
+    )
+    assert fake_openai.requests() == []
+    assert await charges_of_run(hosted_openai.context.engine, run["id"]) == []
+    # The free demo model still runs on an empty balance.
+    demo = await hosted_openai.new_run()
+    await hosted_openai.work()
+    assert (await hosted_openai.get_run(demo["id"]))["status"] == "requires_action"
+
+
+def step_cost(charge: dict[str, Any]) -> Decimal:
+    return (MINI_INPUT * charge["input_tokens"] + MINI_OUTPUT * charge["output_tokens"]) / 10**6
+
+
+async def test_concurrent_runs_overdraw_by_at_most_one_step_each(
+    hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+) -> None:
+    hosted = hosted_openai
+    opening = Decimal("1.5")
+    account_id = await use_account(hosted, "shared", opening)
+    # Every reply calls a tool the agent lacks (an error result, and the loop goes on) with
+    # new arguments, so each run keeps stepping until the balance stops it.
+    fake_openai.script(
+        [{"tool_calls": [{"name": "lookup", "arguments": {"n": n}}]} for n in range(400)],
+        latency=0.02,
+    )
+    runs = [await hosted.new_run(model_id=OPENAI_MODEL, max_steps=40) for _ in range(6)]
+    await hosted.work()
+
+    ended = [await hosted.get_run(run["id"]) for run in runs]
+    assert {(r["status"], r["error"]) for r in ended} == {("failed", "insufficient_balance")}
+    charges = [await charges_of_run(hosted.context.engine, run["id"]) for run in runs]
+    for run, own in zip(ended, charges, strict=True):
+        assert Decimal(str(run["cost_rupiah"])) == ledger_sum(own)
+        assert [c["step"] for c in own] == list(range(1, len(own) + 1))
+    every_charge = [charge for own in charges for charge in own]
+    balance = await balance_of(hosted.context.engine, account_id)
+    assert balance == opening - ledger_sum(every_charge)
+    # The bound: each run may have had one step in flight when the balance ran out.
+    largest_step = max(step_cost(charge) for charge in every_charge)
+    assert balance < 0
+    assert -balance <= len(runs) * largest_step
+
+
+# --- discounts ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def discounted(
+    settings_factory: Callable[..., Settings], fake_openai: FakeOpenAIServer
+) -> AsyncIterator[HostedHarness]:
+    settings = settings_factory(
+        workers=0,
+        provider_env=openai_env(fake_openai),
+        tier_discounts={"corporate": Decimal(10)},
+        volume_discounts=[{"monthly_spend_rupiah": 100, "percent": 5}],
+    )
+    clock = ManualClock()
+    app = create_app(settings, clock=clock)
+    async for client in start_client(app):
+        harness = HostedHarness(app, client, clock)
+        await harness.sign_in("big", tier="corporate", balance=10_000)
+        yield harness
+
+
+USAGE = {"input_tokens": 20_000, "output_tokens": 5_000}  # 49.5 + 49.5 = Rp99 list price
+
+
+async def test_tier_and_volume_discounts_apply_by_themselves(discounted: HostedHarness) -> None:
+    meter, account = discounted.context.meter, discounted.account_id
+    costs = [await meter.charge(account, OPENAI_MODEL, USAGE, "chat") for _ in range(3)]
+    # Rp99 list: 10 % off for the tier; once Rp100 of list spend is behind, 5 % more.
+    assert costs == [Decimal("89.1"), Decimal("89.1"), Decimal("84.645")]
+    discounted.clock.advance(40 * 86_400)  # a new month starts from zero spend
+    assert await meter.charge(account, OPENAI_MODEL, USAGE, "chat") == Decimal("89.1")
+
+    async with discounted.context.engine.connect() as connection:
+        rows = (await connection.execute(select(usage_charges))).all()
+    assert {row.list_cost_rupiah for row in rows} == {Decimal(99)}
+    balance = await balance_of(discounted.context.engine, account)
+    assert balance == 10_000 - sum(costs) - Decimal("89.1")
+
+
+async def test_a_paid_tier_without_discount_pays_list_price(
+    discounted: HostedHarness,
+) -> None:
+    await discounted.context.accounts.create_account("small", "paid", Decimal(500))
+    small = await account_named(discounted.context.engine, "small")
+    assert small is not None
+    cost = await discounted.context.meter.charge(small.id, OPENAI_MODEL, USAGE, "chat")
+    assert cost == Decimal(99)
+
+
+# --- exact money ----------------------------------------------------------------------------
+
+
+async def test_balances_keep_every_micro_rupiah(hosted: HostedHarness) -> None:
+    admin = hosted.context.accounts
+    await admin.create_account("exact", "paid", Decimal("123456789012.000001"))
+    for _ in range(10):
+        await admin.top_up("exact", Decimal("0.1"))
+    account = await account_named(hosted.context.engine, "exact")
+    assert account is not None
+    assert account.balance_rupiah == Decimal("123456789013.000001")
+    # Binary floats would have lost the last digit long before this.
+    assert float(account.balance_rupiah) != account.balance_rupiah
