@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -55,10 +56,18 @@ def execute(call: dict[str, str]) -> str:
     return json.dumps(TOOLS[call["name"]](**arguments))
 
 
+def api_key() -> str:
+    """JURU_API_KEY, else the key a fresh local install wrote to .juru/local-api-key."""
+    if key := os.environ.get("JURU_API_KEY"):
+        return key
+    local = Path(".juru") / "local-api-key"
+    if local.exists():
+        return local.read_text().strip()
+    sys.exit("set JURU_API_KEY (juru keys create --account NAME prints one)")
+
+
 def main(question: str) -> int:
-    headers = {}
-    if api_key := os.environ.get("JURU_API_KEY"):
-        headers["Authorization"] = f"Bearer {api_key}"
+    headers = {"Authorization": f"Bearer {api_key()}"}
     with httpx.Client(base_url=BASE_URL, headers=headers, timeout=60) as client:
         agent = check(
             client.post(

@@ -62,6 +62,44 @@ def test_the_readme_quickstart_serves_the_walkthrough(tmp_path: Path) -> None:
     assert (tmp_path / "juru.db").exists()
 
 
+def split_sse(output: str) -> tuple[str, list[Any]]:
+    """The output without its server-sent events, and the events' JSON payloads."""
+    events = re.findall(r"data: (.*)$", output, re.MULTILINE)
+    rest = re.sub(r"data: .*$", "", output, flags=re.MULTILINE)
+    return rest, [json.loads(event) for event in events if event != "[DONE]"] + (
+        ["[DONE]"] if "data: [DONE]" in output else []
+    )
+
+
+def test_the_readme_v1_walkthrough_works_with_the_local_key(tmp_path: Path) -> None:
+    port = free_port()
+    env = {"JURU_DATABASE_URL": f"sqlite:///{tmp_path}/juru.db"}
+    with ServerProcess([*juru_command(), "serve"], port, env, tmp_path / "server.log") as server:
+        walkthrough = (
+            bash_block_after("### Call `/v1`")
+            .replace("127.0.0.1:8000", f"127.0.0.1:{port}")
+            .replace(".juru/local-api-key", str(tmp_path / "local-api-key"))
+        )
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", walkthrough],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+        assert "local-api-key" in server.output()
+    assert done.returncode == 0, done.stderr
+    rest, events = split_sse(done.stdout)
+    models, completion, usage = json_documents(rest)
+    assert "juru/demo" in {model["id"] for model in models["data"]}
+    assert completion["choices"][0]["message"]["content"]
+    assert events[-1] == "[DONE]" and events[0]["object"] == "chat.completion.chunk"
+    streamed = "".join(e["choices"][0]["delta"].get("content") or "" for e in events[:-1])
+    assert streamed
+    assert {line["source"] for line in usage["data"]} == {"chat"}
+    assert sum(line["calls"] for line in usage["data"]) == 2
+
+
 def test_a_paused_review_survives_kill_9_of_the_server(database_url: str, tmp_path: Path) -> None:
     env: dict[str, str | None] = {"JURU_DATABASE_URL": database_url, "PLAYGROUND_ENABLED": "true"}
     port = free_port()
