@@ -143,7 +143,8 @@ def accounts_topup(name: str, rupiah: str) -> None:
     """Add RUPIAH to the account's balance."""
     amount = _rupiah(rupiah)
     account = _administer(lambda admin: admin.top_up(name, amount))
-    console.print(f"account {account.name} · balance Rp{account.balance_rupiah}")
+    console.print(f"account {account.name} · new balance in Rupiah:")
+    print(account.balance_rupiah)
 
 
 @keys_cli.command("create")
