@@ -54,6 +54,17 @@ class Settings(BaseSettings):
         default_factory=lambda: list(DEFAULT_PLAYGROUND_ORIGINS),
         validation_alias=AliasChoices("PLAYGROUND_ORIGINS", "playground_origins"),
     )
+    runtime_enabled: bool = Field(
+        default=False,
+        description="Serve the Agent Runtime contract (/api/reasoning_engine, "
+        "/api/stream_reasoning_engine); they have no authentication of their own.",
+    )
+    runtime_agent: str = Field(
+        default="ReAct",
+        min_length=1,
+        description="The agent the Agent Runtime contract serves: a feature name or a hosted "
+        "agent id (agt_...).",
+    )
     provider_env: dict[str, str] = Field(
         default_factory=dict,
         description="Provider credentials and base URLs; filled from `.env` and the environment.",
