@@ -17,7 +17,9 @@ from juru.store.urls import DatabaseUrl
 
 cli = typer.Typer(help="Juru: a self-hosted agent server.", no_args_is_help=True)
 db_cli = typer.Typer(help="Database commands.", no_args_is_help=True)
+runtime_cli = typer.Typer(help="Agent Runtime contract commands.", no_args_is_help=True)
 cli.add_typer(db_cli, name="db")
+cli.add_typer(runtime_cli, name="runtime")
 console = Console(stderr=True)
 
 
@@ -44,6 +46,7 @@ def serve(
         f"Juru on http://{bind_host}:{bind_port} · database {dialect}"
         f" · default model {settings.default_model}"
         f" · playground {'on' if settings.playground_enabled else 'off'}"
+        f" · agent runtime {settings.runtime_agent if settings.runtime_enabled else 'off'}"
     )
     configure_logging()
     uvicorn.run(create_app(settings), host=bind_host, port=bind_port, log_level="info")
@@ -82,6 +85,14 @@ def db_upgrade() -> None:
     settings = Settings()
     upgrade_to_head(DatabaseUrl.parse(settings.database_url))
     console.print("database is at the latest migration")
+
+
+@runtime_cli.command("class-methods")
+def runtime_class_methods() -> None:
+    """Print the classMethods list of an Agent Engine deployment spec (JSON)."""
+    from juru.runtime.methods import class_methods_json
+
+    print(class_methods_json(), end="")
 
 
 def main() -> None:

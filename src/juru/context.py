@@ -24,6 +24,8 @@ from juru.engine.worker import Reaper, Worker
 from juru.hosted.service import HostedService
 from juru.models.catalog import ModelCatalog
 from juru.playground import Playground
+from juru.runtime.agents import RuntimeAgents
+from juru.runtime.service import RuntimeService
 from juru.settings import Settings
 from juru.store.checkpointer import open_checkpointer
 from juru.store.database import create_engine
@@ -48,6 +50,7 @@ class AppContext:
     playground: Playground
     machine: RunMachine
     hosted: HostedService
+    runtime: RuntimeService
     local_account_id: str
 
     def run_context(self) -> RunContext:
@@ -88,6 +91,17 @@ async def open_context(
             registry = FeatureRegistry(features, checkpointer)
             limits = limits or RunLimits(lease_seconds=settings.lease_seconds)
             machine = RunMachine(engine, events, clock, limits)
+            runtime_agents = RuntimeAgents(
+                settings.runtime_agent,
+                registry,
+                engine,
+                catalog,
+                checkpointer,
+                settings.provider_env,
+                clock.now,
+            )
+            if settings.runtime_enabled:
+                runtime_agents.check()
             account = await ensure_account(engine, LOCAL_ACCOUNT, "paid", Decimal(0), clock.now())
             yield AppContext(
                 settings=settings,
@@ -99,6 +113,7 @@ async def open_context(
                 playground=Playground(registry, engine),
                 machine=machine,
                 hosted=HostedService(machine, catalog, checkpointer),
+                runtime=RuntimeService(runtime_agents, engine, checkpointer, clock.now),
                 local_account_id=account.id,
             )
     finally:
