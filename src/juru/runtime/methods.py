@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncGenerator, Awaitable, Callable
+import logging
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from juru.runtime.errors import RuntimeInputError
+from juru.runtime.errors import RuntimeCallError, RuntimeInputError
 from juru.runtime.inputs import (
     AdkQueryInput,
     CreateSessionInput,
@@ -24,6 +25,7 @@ from juru.runtime.inputs import (
 )
 from juru.runtime.service import RuntimeService
 
+logger = logging.getLogger(__name__)
 UNARY_MODES = frozenset({"", "async"})
 STREAM_MODES = frozenset({"stream", "async_stream"})
 UNARY_PATH = "/api/reasoning_engine"
@@ -151,7 +153,9 @@ async def call_unary(service: RuntimeService, name: str, raw: dict[str, Any] | N
     """Run a unary class method and return its output."""
     method = find_method(name, streaming_endpoint=False)
     assert method.unary is not None
-    return await method.unary(service, parse_input(method.input_model, raw))
+    data = parse_input(method.input_model, raw)
+    with _as_call_error(name):
+        return await method.unary(service, data)
 
 
 async def open_stream(service: RuntimeService, name: str, raw: dict[str, Any] | None) -> Chunks:
@@ -161,7 +165,8 @@ async def open_stream(service: RuntimeService, name: str, raw: dict[str, Any] | 
     assert method.stream is not None
     chunks = method.stream(service, parse_input(method.input_model, raw))
     try:
-        first = await anext(chunks)
+        with _as_call_error(name):
+            first = await anext(chunks)
     except StopAsyncIteration:
         return _empty()
     except BaseException:
@@ -169,6 +174,18 @@ async def open_stream(service: RuntimeService, name: str, raw: dict[str, Any] | 
             await chunks.aclose()
         raise
     return _chained(first, chunks)
+
+
+@contextlib.contextmanager
+def _as_call_error(name: str) -> Iterator[None]:
+    """An unexpected failure (a database error, say) still answers `{"error": ...}`."""
+    try:
+        yield
+    except (RuntimeCallError, StopAsyncIteration):
+        raise
+    except Exception as error:
+        logger.exception("class method %s failed", name)
+        raise RuntimeCallError(f"{name} failed: {type(error).__name__}: {error}") from error
 
 
 async def _empty() -> Chunks:
