@@ -12,7 +12,7 @@ import juru
 from juru.context import open_context, running_workers
 from juru.engine.clock import Clock
 from juru.engine.machine import RunLimits
-from juru.http import health, playground
+from juru.http import health, playground, reasoning_engine
 from juru.http.errors import install_error_handlers
 from juru.http.hosted import chat as hosted_chat
 from juru.http.hosted import routes as hosted_routes
@@ -49,6 +49,8 @@ def create_app(
     app.include_router(health.router)
     app.include_router(hosted_routes.router)
     app.include_router(hosted_chat.router)
+    if settings.runtime_enabled:
+        app.include_router(reasoning_engine.router)
     if settings.playground_enabled:
         app.include_router(playground.router)
         app.add_middleware(

@@ -22,11 +22,13 @@ from juru.store.urls import DatabaseUrl
 
 cli = typer.Typer(help="Juru: a self-hosted agent server.", no_args_is_help=True)
 db_cli = typer.Typer(help="Database commands.", no_args_is_help=True)
+runtime_cli = typer.Typer(help="Agent Runtime contract commands.", no_args_is_help=True)
 cli.add_typer(db_cli, name="db")
 accounts_cli = typer.Typer(help="Accounts and their Rupiah balances.", no_args_is_help=True)
 cli.add_typer(accounts_cli, name="accounts")
 keys_cli = typer.Typer(help="API keys of accounts.", no_args_is_help=True)
 cli.add_typer(keys_cli, name="keys")
+cli.add_typer(runtime_cli, name="runtime")
 console = Console(stderr=True)
 
 
@@ -53,6 +55,7 @@ def serve(
         f"Juru on http://{bind_host}:{bind_port} · database {dialect}"
         f" · default model {settings.default_model}"
         f" · playground {'on' if settings.playground_enabled else 'off'}"
+        f" · agent runtime {settings.runtime_agent if settings.runtime_enabled else 'off'}"
     )
     configure_logging()
     uvicorn.run(create_app(settings), host=bind_host, port=bind_port, log_level="info")
@@ -162,6 +165,14 @@ def keys_revoke(key_prefix: str) -> None:
     """Revoke the key with KEY_PREFIX (as printed at creation) at once."""
     prefix = _administer(lambda admin: admin.revoke_key(key_prefix))
     console.print(f"key {prefix}… revoked")
+
+
+@runtime_cli.command("class-methods")
+def runtime_class_methods() -> None:
+    """Print the classMethods list of an Agent Engine deployment spec (JSON)."""
+    from juru.runtime.methods import class_methods_json
+
+    print(class_methods_json(), end="")
 
 
 def main() -> None:

@@ -29,6 +29,8 @@ from juru.hosted.chat import ChatCompletions
 from juru.hosted.service import HostedService
 from juru.models.catalog import ModelCatalog
 from juru.playground import Playground
+from juru.runtime.agents import RuntimeAgents
+from juru.runtime.service import RuntimeService
 from juru.settings import Settings
 from juru.store.checkpointer import open_checkpointer
 from juru.store.database import create_engine
@@ -56,6 +58,7 @@ class AppContext:
     chat: ChatCompletions
     access: Access
     accounts: AccountAdmin
+    runtime: RuntimeService
 
     def run_context(self) -> RunContext:
         return RunContext(
@@ -101,10 +104,21 @@ async def open_context(
             registry = FeatureRegistry(features, checkpointer)
             limits = limits or RunLimits(lease_seconds=settings.lease_seconds)
             machine = RunMachine(engine, events, clock, limits)
+            meter = Meter(engine, catalog, price_rules(settings), clock)
+            runtime_agents = RuntimeAgents(
+                settings.runtime_agent,
+                registry,
+                engine,
+                catalog,
+                checkpointer,
+                settings.provider_env,
+                meter,
+            )
+            if settings.runtime_enabled:
+                runtime_agents.check()
             accounts = AccountAdmin(engine, clock, settings.tier_rate_limits.keys())
             if database.is_sqlite:
                 await accounts.bootstrap_local(database.sqlite_path.parent / LOCAL_KEY_FILE)
-            meter = Meter(engine, catalog, price_rules(settings), clock)
             limiter = RateLimiter(settings.rate_limit_storage, settings.tier_rate_limits)
             try:
                 yield AppContext(
@@ -121,6 +135,7 @@ async def open_context(
                     chat=ChatCompletions(catalog, meter, settings.provider_env),
                     access=Access(engine, limiter),
                     accounts=accounts,
+                    runtime=RuntimeService(runtime_agents, engine, checkpointer, clock.now),
                 )
             finally:
                 limiter.close()

@@ -3,7 +3,8 @@
 Every face of Juru (playground, hosted runs, the Agent Runtime contract) sends messages,
 resumes interrupts and reads pending reviews through these functions. A turn streams the graph
 with `stream_mode="updates"` and `subgraphs=True`, so steps of subagents (graphs called from
-inside a tool) arrive too, with their depth.
+inside a tool) arrive too, with their depth. `TurnStream.with_text()` also asks for the
+`"messages"` mode, so the text models write arrives as `TextDelta`s while they write it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from langchain_core.messages import (
 )
 from langchain_core.runnables import RunnableConfig
 from langgraph.pregel import Pregel
-from langgraph.types import Command
+from langgraph.types import Command, StreamMode
 
 from juru.review import InvalidReviewError, is_review_request, validate_review
 
@@ -36,6 +37,7 @@ __all__ = [
     "NothingToResumeError",
     "RunOptions",
     "Step",
+    "TextDelta",
     "ThreadAwaitingReviewError",
     "Turn",
     "TurnError",
@@ -47,6 +49,7 @@ __all__ = [
     "stream_message",
     "stream_resume",
     "submit_review",
+    "thread_messages",
 ]
 
 
@@ -101,6 +104,15 @@ class Step:
     @property
     def events(self) -> list[Event]:
         return [event for message in self.messages for event in events_of(message)]
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """A piece of text a model is writing, streamed before its step finishes (or a whole
+    message's text when the model does not stream)."""
+
+    text: str
+    depth: int
 
 
 @dataclass(frozen=True)
@@ -180,6 +192,13 @@ async def pending_review_of(agent: Pregel[Any, Any, Any, Any], thread_id: str) -
     return None
 
 
+async def thread_messages(agent: Pregel[Any, Any, Any, Any], thread_id: str) -> list[BaseMessage]:
+    """The messages of the thread's conversation as its latest checkpoint holds them."""
+    state = await agent.aget_state(_config(thread_id, DEFAULT_MAX_STEPS))
+    values = state.values if isinstance(state.values, dict) else {}
+    return list(values.get("messages", []))
+
+
 class TurnStream:
     """An async iterator of a turn's steps; `turn` holds the whole outcome once it ends."""
 
@@ -216,16 +235,34 @@ class TurnStream:
             validate_review(pending, self.resume_value)
 
     async def __aiter__(self) -> AsyncIterator[Step]:
+        async for item in self._stream(["updates"]):
+            if isinstance(item, Step):
+                yield item
+
+    def with_text(self) -> AsyncIterator[Step | TextDelta]:
+        """The steps, and before each model step the text deltas of its model call.
+
+        Models stream their tokens when a graph is streamed this way (if they can); a model
+        that cannot gives its whole text as one delta when its call ends.
+        """
+        return self._stream(["updates", "messages"])
+
+    async def _stream(self, modes: list[StreamMode]) -> AsyncIterator[Step | TextDelta]:
         await self._check_preconditions()
         started = time.perf_counter()
         config = _config(self.thread_id, self.max_steps, self.options)
         try:
-            async for namespace, update in self.agent.astream(
-                self.graph_input, config, stream_mode="updates", subgraphs=True
+            async for namespace, mode, data in self.agent.astream(
+                self.graph_input, config, stream_mode=modes, subgraphs=True
             ):
-                if not isinstance(update, dict):
+                if mode == "messages":
+                    message = data[0]
+                    if isinstance(message, AIMessage) and message.text:
+                        yield TextDelta(message.text, depth=len(namespace))
                     continue
-                for node, value in update.items():
+                if not isinstance(data, dict):
+                    continue
+                for node, value in data.items():
                     if node.startswith("__"):
                         continue
                     step = Step(node, messages_in_update(value), depth=len(namespace))

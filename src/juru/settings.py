@@ -78,6 +78,17 @@ class Settings(BaseSettings):
         description="Percent off once an account's list-price spend this month reaches a "
         'threshold: [{"monthly_spend_rupiah": 1000000, "percent": 5}].',
     )
+    runtime_enabled: bool = Field(
+        default=False,
+        description="Serve the Agent Runtime contract (/api/reasoning_engine, "
+        "/api/stream_reasoning_engine); they have no authentication of their own.",
+    )
+    runtime_agent: str = Field(
+        default="ReAct",
+        min_length=1,
+        description="The agent the Agent Runtime contract serves: a feature name or a hosted "
+        "agent id (agt_...).",
+    )
     provider_env: dict[str, str] = Field(
         default_factory=dict,
         description="Provider credentials and base URLs; filled from `.env` and the environment.",

@@ -37,22 +37,33 @@ def json_documents(text: str) -> list[Any]:
     return documents
 
 
+def run_block(block: str, port: int) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block.replace("127.0.0.1:8000", f"127.0.0.1:{port}")],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
+
 def test_the_readme_quickstart_serves_the_walkthrough(tmp_path: Path) -> None:
     first_command = bash_block_after("**First command**").strip()
     assert first_command == "./scripts/quickstart"
     port = free_port()
     database = f"sqlite:///{tmp_path}/juru.db"
-    env = {"JURU_DATABASE_URL": database, "PLAYGROUND_ENABLED": None}
+    env = {"JURU_DATABASE_URL": database, "PLAYGROUND_ENABLED": None, "JURU_RUNTIME_ENABLED": None}
     with ServerProcess(["bash", "-c", first_command], port, env, tmp_path / "server.log"):
-        walkthrough = bash_block_after("### Try it").replace("127.0.0.1:8000", f"127.0.0.1:{port}")
-        done = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", walkthrough],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=120,
+        done, runtime = (
+            run_block(bash_block_after(marker), port)
+            for marker in ("### Try it", "### Agent Runtime contract")
         )
     assert done.returncode == 0, done.stderr
+    assert runtime.returncode == 0, runtime.stderr
+    query, *streamed, introduced, remembered = json_documents(runtime.stdout)
+    assert "Jakarta" in query["output"]
+    assert len(streamed) > 2 and "Tokyo" in "".join(chunk["output"] for chunk in streamed)
+    assert introduced["output"] and "Ana" in remembered["output"]
     health, features, react, resumed, chat = json_documents(done.stdout)
     assert health["status"] == "ok" and health["database"] == "sqlite"
     assert [feature["name"] for feature in features] == ["ReAct", "Human-in-the-loop", "Subagents"]

@@ -19,6 +19,8 @@ Endpoints
     Body ``{"replies": [...], "latency": 0.5}`` (latency optional): replaces the script.
 ``POST /_control/reset``
     Clears the script and the recorded requests, and sets the latency back to 0.
+``POST /_control/open``
+    Body ``{"gate": "name"}``: lets streams held at that gate go on (see ``hold``).
 ``GET /_control/requests``
     A JSON array of the recorded chat-completion request bodies, oldest first.
 
@@ -38,6 +40,10 @@ Replies are served first in, first out. Each reply is a dict with these keys, al
   reply: build clients with ``max_retries=0`` or make the error ``repeat``.
 * ``"repeat": true``: the reply is never consumed, so the model answers the same way
   forever (a runaway agent).
+* ``"hold": "name"``: a streamed answer stops after its first content piece and waits until
+  the gate ``name`` is opened (``open_gate``, or ``POST /_control/open {"gate": "name"}``);
+  ``is_held(name)`` says whether a stream is waiting there. A gate left closed lets the
+  stream go on after :data:`HOLD_LIMIT_SECONDS`, so a forgotten gate never hangs a test.
 
 A reply with neither ``content`` nor ``tool_calls``, or any request once the script is
 empty, gets the deterministic answer ``"fake answer: <text of the last user message>"``.
@@ -99,7 +105,10 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 MODEL_IDS: tuple[str, ...] = ("gpt-4o-mini", "gpt-4o")
 DEFAULT_ANSWER_PREFIX = "fake answer: "
 
-_REPLY_KEYS = frozenset({"content", "tool_calls", "delay", "chunk_delay", "error", "repeat"})
+_REPLY_KEYS = frozenset(
+    {"content", "tool_calls", "delay", "chunk_delay", "error", "repeat", "hold"}
+)
+HOLD_LIMIT_SECONDS = 60.0
 _TOOL_CALL_KEYS = frozenset({"name", "arguments", "id"})
 _ERROR_KEYS = frozenset({"status", "message", "type", "code", "headers"})
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
@@ -148,6 +157,7 @@ class Reply:
     chunk_delay: float = 0.0
     error: ScriptedError | None = None
     repeat: bool = False
+    hold: str | None = None
 
 
 def parse_reply(raw: Mapping[str, Any]) -> Reply:
@@ -169,6 +179,7 @@ def parse_reply(raw: Mapping[str, Any]) -> Reply:
         chunk_delay=_seconds(raw.get("chunk_delay", 0.0), "chunk_delay"),
         error=None if error is None else _parse_error(error),
         repeat=_flag(raw.get("repeat", False), "repeat"),
+        hold=_optional_str(raw.get("hold"), "hold"),
     )
 
 
@@ -243,6 +254,8 @@ class FakeModelState:
         self._replies: list[Reply] = [parse_reply(raw) for raw in replies]
         self._latency = _seconds(latency, "latency")
         self._requests: list[JSON] = []
+        self._gates: dict[str, threading.Event] = {}
+        self._held: dict[str, int] = {}
 
     @property
     def latency(self) -> float:
@@ -272,11 +285,44 @@ class FakeModelState:
                 self._latency = new_latency
 
     def reset(self) -> None:
-        """Clear the script and the recorded requests; latency back to 0."""
+        """Clear the script, the recorded requests and the gates (opening every held stream);
+        latency back to 0."""
         with self._lock:
             self._replies = []
             self._requests = []
             self._latency = 0.0
+            gates, self._gates, self._held = self._gates, {}, {}
+        for gate in gates.values():
+            gate.set()
+
+    def _gate(self, name: str) -> threading.Event:
+        with self._lock:
+            return self._gates.setdefault(name, threading.Event())
+
+    def open_gate(self, name: str) -> None:
+        """Let the streams held at gate ``name`` (and later ones) go on."""
+        self._gate(name).set()
+
+    def is_held(self, name: str) -> bool:
+        """Whether a stream is waiting at gate ``name`` right now."""
+        with self._lock:
+            return self._held.get(name, 0) > 0
+
+    def arrive_at_gate(self, name: str) -> None:
+        """Count a stream as held at gate ``name`` (before it sends the piece it stops after,
+        so a client that received that piece always sees the stream held)."""
+        self._gate(name)
+        with self._lock:
+            self._held[name] = self._held.get(name, 0) + 1
+
+    async def wait_at_gate(self, name: str) -> None:
+        """Wait (at most :data:`HOLD_LIMIT_SECONDS`) until gate ``name`` is opened."""
+        gate = self._gate(name)
+        try:
+            await asyncio.to_thread(gate.wait, HOLD_LIMIT_SECONDS)
+        finally:
+            with self._lock:
+                self._held[name] = self._held.get(name, 1) - 1
 
     def next_reply(self) -> Reply | None:
         """Take the next scripted reply (a repeating one stays); ``None`` when empty."""
@@ -489,9 +535,20 @@ def _chunk(completion: Completion, choices: list[JSON], usage: JSON | None = Non
     return chunk
 
 
-async def _sse_events(chunks: Sequence[JSON], chunk_delay: float) -> AsyncIterator[str]:
-    """Server-Sent Events for the chunks, then ``[DONE]``."""
+async def _sse_events(
+    chunks: Sequence[JSON],
+    chunk_delay: float,
+    state: FakeModelState | None = None,
+    hold: str | None = None,
+) -> AsyncIterator[str]:
+    """Server-Sent Events for the chunks, then ``[DONE]``; with ``hold``, the stream waits at
+    that gate after the first content piece (the second chunk)."""
+    holding = state is not None and hold is not None and len(chunks) > 2
     for position, chunk in enumerate(chunks):
+        if holding and position == 1:
+            state.arrive_at_gate(hold)  # type: ignore[union-attr, arg-type]
+        if holding and position == 2:
+            await state.wait_at_gate(hold)  # type: ignore[union-attr, arg-type]
         if position and chunk_delay:
             await asyncio.sleep(chunk_delay)
         yield f"data: {json.dumps(chunk, separators=(',', ':'))}\n\n"
@@ -610,7 +667,7 @@ def _scripted_error_response(error: ScriptedError) -> JSONResponse:
     return error_response(error.status, error.message, error.type, error.code, error.headers)
 
 
-def _answer(body: JSON, reply: Reply) -> Response:
+def _answer(body: JSON, reply: Reply, state: FakeModelState) -> Response:
     """A JSON or SSE response for a non-error reply."""
     completion = build_completion(body, reply)
     if not body.get("stream"):
@@ -618,7 +675,7 @@ def _answer(body: JSON, reply: Reply) -> Response:
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
     chunks = completion_chunks(completion, include_usage)
     return StreamingResponse(
-        _sse_events(chunks, reply.chunk_delay),
+        _sse_events(chunks, reply.chunk_delay, state, reply.hold),
         media_type="text/event-stream",
         headers={"cache-control": "no-cache"},
     )
@@ -641,7 +698,7 @@ def _chat_completions(state: FakeModelState) -> Endpoint:
             await asyncio.sleep(wait)
         if reply.error is not None:
             return _scripted_error_response(reply.error)
-        return _answer(body, reply)
+        return _answer(body, reply, state)
 
     return chat_completions
 
@@ -671,6 +728,19 @@ def _control_script(state: FakeModelState) -> Endpoint:
         return JSONResponse({"ok": True, "pending_replies": state.pending_replies})
 
     return control_script
+
+
+def _control_open(state: FakeModelState) -> Endpoint:
+    """The ``POST /_control/open`` endpoint bound to ``state``."""
+
+    async def control_open(request: Request) -> Response:
+        body = await _json_body(request)
+        if not isinstance(body, dict) or not isinstance(body.get("gate"), str):
+            return error_response(400, 'expected {"gate": "name"}', "invalid_request_error")
+        state.open_gate(body["gate"])
+        return JSONResponse({"ok": True})
+
+    return control_open
 
 
 def _control_reset(state: FakeModelState) -> Endpoint:
@@ -707,6 +777,7 @@ def create_fake_openai_app(state: FakeModelState) -> Starlette:
         Route("/v1/models", _list_models, methods=["GET"]),
         Route("/_control/script", _control_script(state), methods=["POST"]),
         Route("/_control/reset", _control_reset(state), methods=["POST"]),
+        Route("/_control/open", _control_open(state), methods=["POST"]),
         Route("/_control/requests", _control_requests(state), methods=["GET"]),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
@@ -798,8 +869,16 @@ class FakeOpenAIServer:
         self.state.script(replies, latency)
 
     def reset(self) -> None:
-        """Clear script, recorded requests and latency."""
+        """Clear script, recorded requests, gates and latency."""
         self.state.reset()
+
+    def open_gate(self, name: str) -> None:
+        """Let streams held at gate ``name`` go on (see the ``hold`` reply key)."""
+        self.state.open_gate(name)
+
+    def is_held(self, name: str) -> bool:
+        """Whether a stream is waiting at gate ``name``."""
+        return self.state.is_held(name)
 
     def requests(self) -> list[JSON]:
         """The recorded chat-completion request bodies, oldest first."""

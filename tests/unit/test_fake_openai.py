@@ -186,6 +186,32 @@ def test_chunk_delay_spaces_out_the_stream(
     assert time.monotonic() - started >= 4 * 0.05
 
 
+def test_hold_stops_the_stream_after_its_first_piece_until_the_gate_opens(
+    openai_client: openai.OpenAI, fake: FakeOpenAIServer
+) -> None:
+    fake.script([{"content": "one two three", "hold": "rest"}])
+    stream = openai_client.chat.completions.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": "Count"}], stream=True
+    )
+    chunks = iter(stream)
+    pieces = [next(chunks).choices[0].delta.content, next(chunks).choices[0].delta.content]
+
+    assert pieces == ["", "one "]
+    assert fake.is_held("rest")
+    fake.open_gate("rest")
+    rest = [chunk.choices[0].delta.content for chunk in chunks]
+    assert rest[:2] == ["two ", "three"]
+    assert not fake.is_held("rest")
+
+
+def test_reset_opens_every_gate(fake: FakeOpenAIServer) -> None:
+    fake.open_gate("other")
+    fake.reset()
+    assert not fake.is_held("other")
+    with pytest.raises(ValueError, match="hold"):
+        fake.script([{"content": "x", "hold": 3}])
+
+
 @pytest.mark.parametrize(
     ("status", "error_class"),
     [

@@ -7,6 +7,7 @@ straight to `tool_node`; tool results go back to `llm_call`; a reply without too
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -68,7 +69,14 @@ def close_dangling_calls(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
 
 
 def error_result(call: dict[str, Any], text: str) -> ToolMessage:
-    return ToolMessage(text, tool_call_id=call["id"], name=call["name"], status="error")
+    return ToolMessage(
+        text, tool_call_id=call["id"], name=call["name"], status="error", id=_message_id()
+    )
+
+
+def _message_id() -> str:
+    # Set at creation, so a streamed step and the checkpoint show a tool result with one id.
+    return f"msg_{uuid.uuid4().hex}"
 
 
 async def _run_tool(tools: dict[str, BaseTool], call: dict[str, Any]) -> ToolMessage:
@@ -82,8 +90,9 @@ async def _run_tool(tools: dict[str, BaseTool], call: dict[str, Any]) -> ToolMes
     except Exception as error:
         return error_result(call, f"Error: {type(error).__name__}: {error}")
     if isinstance(result, ToolMessage):
+        result.id = result.id or _message_id()
         return result
-    return ToolMessage(str(result), tool_call_id=call["id"], name=call["name"])
+    return ToolMessage(str(result), tool_call_id=call["id"], name=call["name"], id=_message_id())
 
 
 class ToolAgent:

@@ -10,6 +10,7 @@ from juru.context import AppContext
 from juru.hosted.chat import ChatCompletions
 from juru.hosted.service import HostedService
 from juru.playground import Playground
+from juru.runtime.service import RuntimeService
 
 
 def get_context(request: Request) -> AppContext:
@@ -23,6 +24,10 @@ def get_playground(request: Request) -> Playground:
 
 def get_hosted(request: Request) -> HostedService:
     return get_context(request).hosted
+
+
+def get_runtime(request: Request) -> RuntimeService:
+    return get_context(request).runtime
 
 
 def get_chat(request: Request) -> ChatCompletions:
@@ -47,3 +52,4 @@ PlaygroundService = Annotated[Playground, Depends(get_playground)]
 Hosted = Annotated[HostedService, Depends(get_hosted)]
 Chat = Annotated[ChatCompletions, Depends(get_chat)]
 Account = Annotated[str, Depends(current_account)]
+Runtime = Annotated[RuntimeService, Depends(get_runtime)]

@@ -12,6 +12,9 @@ from fastapi.responses import JSONResponse, Response
 from juru.agents.registry import FeatureUnavailableError
 from juru.hosted.errors import ApiError
 from juru.playground import FeatureNotFoundError, PlaygroundRequestError
+from juru.runtime.errors import RuntimeCallError
+
+RUNTIME_PREFIX = "/api/"
 
 STATUS_BY_ERROR: dict[type[Exception], int] = {
     PlaygroundRequestError: 400,
@@ -36,6 +39,11 @@ async def _api_error(_request: Request, error: Exception) -> JSONResponse:
     )
 
 
+async def _runtime_error(_request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, RuntimeCallError)
+    return JSONResponse({"error": error.message}, status_code=error.status)
+
+
 def _describe(error: dict[str, object]) -> str:
     location = ".".join(str(part) for part in error.get("loc", ()) if part != "body")  # type: ignore[attr-defined]
     return f"{location or 'body'}: {error.get('msg')}"
@@ -43,9 +51,11 @@ def _describe(error: dict[str, object]) -> str:
 
 async def _validation_error(request: Request, error: Exception) -> Response:
     assert isinstance(error, RequestValidationError)
+    message = "; ".join(_describe(item) for item in error.errors())
+    if request.url.path.startswith(RUNTIME_PREFIX):
+        return JSONResponse({"error": message}, status_code=400)
     if not request.url.path.startswith("/v1/"):
         return await request_validation_exception_handler(request, error)
-    message = "; ".join(_describe(item) for item in error.errors())
     return JSONResponse(api_error_body("invalid_request", message), status_code=400)
 
 
@@ -53,4 +63,5 @@ def install_error_handlers(app: FastAPI) -> None:
     for kind in STATUS_BY_ERROR:
         app.add_exception_handler(kind, _detail_response)
     app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(RuntimeCallError, _runtime_error)
     app.add_exception_handler(RequestValidationError, _validation_error)

@@ -166,3 +166,15 @@ usage_charges = Table(
     Column("created_at", UtcDateTime(), nullable=False),
     Index("ix_usage_charges_account_created", "account_id", "created_at"),
 )
+
+runtime_sessions = Table(
+    "runtime_sessions",
+    metadata,
+    Column("id", String(200), primary_key=True),
+    Column("app_name", String(200), nullable=False),
+    Column("user_id", String(200), nullable=False),
+    Column("state", JSON, nullable=False),
+    Column("created_at", UtcDateTime(), nullable=False),
+    Column("updated_at", UtcDateTime(), nullable=False),
+    Index("ix_runtime_sessions_owner", "app_name", "user_id", "id"),
+)

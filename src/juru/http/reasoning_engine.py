@@ -1,0 +1,61 @@
+"""The Agent Runtime contract: `/api/reasoning_engine` (unary) and
+`/api/stream_reasoning_engine` (NDJSON), both with `{class_method, input}` bodies.
+
+Mounted only when `JURU_RUNTIME_ENABLED` is on: the endpoints have no authentication of their
+own (the platform in front of the container authenticates callers).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field
+
+from juru.http.deps import Runtime
+from juru.runtime.methods import STREAM_PATH, UNARY_PATH, Chunks, call_unary, open_stream
+
+logger = logging.getLogger(__name__)
+router = APIRouter(tags=["agent runtime"])
+
+
+class ReasoningEngineRequest(BaseModel):
+    class_method: str = Field(description="The class method to call, e.g. query.")
+    input: dict[str, Any] | None = Field(default=None, description="The method's arguments.")
+
+
+def ndjson_line(value: Any) -> bytes:
+    return (json.dumps(jsonable_encoder(value)) + "\n").encode()
+
+
+async def ndjson(chunks: Chunks) -> AsyncIterator[bytes]:
+    """One JSON object per line; an error after the first line is the stream's last line."""
+    try:
+        async for chunk in chunks:
+            yield ndjson_line(chunk)
+    except Exception as error:
+        logger.exception("a runtime stream failed after it had started")
+        message = getattr(error, "message", None) or f"{type(error).__name__}: {error}"
+        yield ndjson_line({"error": message})
+    finally:
+        await chunks.aclose()
+
+
+@router.post(UNARY_PATH)
+async def reasoning_engine(body: ReasoningEngineRequest, runtime: Runtime) -> dict[str, Any]:
+    """Call a unary class method (api_mode "" or "async"): `{"output": ...}`."""
+    return {"output": await call_unary(runtime, body.class_method, body.input)}
+
+
+@router.post(STREAM_PATH)
+async def stream_reasoning_engine(
+    body: ReasoningEngineRequest, runtime: Runtime
+) -> StreamingResponse:
+    """Call a streaming class method (api_mode "stream" or "async_stream"): NDJSON lines."""
+    chunks = await open_stream(runtime, body.class_method, body.input)
+    return StreamingResponse(ndjson(chunks), media_type="application/json")
