@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable
+from decimal import Decimal
 from typing import Any
 
 import httpx
@@ -311,7 +312,12 @@ async def test_a_pause_for_review_is_an_error_and_the_session_stays_usable(
 async def test_a_hosted_agent_is_served_by_id_and_metered(
     settings_factory: Callable[..., Settings],
 ) -> None:
-    async for client in start_client(create_app(settings_factory(workers=0))):
+    first = create_app(settings_factory(workers=0))
+    async for client in start_client(first):
+        accounts = first.state.context.accounts
+        owner = await accounts.create_account("owner", "paid", Decimal(0))
+        issued = await accounts.create_key("owner")
+        client.headers["Authorization"] = f"Bearer {issued.secret}"
         spec = {"name": "helper", "model_id": "juru/demo", "system_prompt": "Be brief."}
         agent = (await client.post("/v1/agents", json=spec)).json()
         with_tools = {**spec, "tools": [WEATHER_TOOL]}
@@ -324,7 +330,7 @@ async def test_a_hosted_agent_is_served_by_id_and_metered(
         session = await output(client, "create_session", user_id="ana")
         assert session["app_name"] == agent["id"]
         context = app.state.context
-        usage = await usage_by_day(context.engine, context.local_account_id, None, None)
+        usage = await usage_by_day(context.engine, owner.id, None, None)
         assert [(line.source, line.calls) for line in usage] == [("runtime", 1)]
     settings = settings_factory(runtime_enabled=True, workers=0, runtime_agent=tooled["id"])
     async for client in start_client(create_app(settings)):
