@@ -89,9 +89,7 @@ def upgrade() -> None:
             ondelete="CASCADE",
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_document_chunks")),
-        sa.UniqueConstraint(
-            "document_id", "position", name="uq_document_chunks_document_position"
-        ),
+        sa.UniqueConstraint("document_id", "position", name="uq_document_chunks_document_position"),
     )
     op.create_index(
         op.f("ix_document_chunks_account_id"), "document_chunks", ["account_id"], unique=False
