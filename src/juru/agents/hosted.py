@@ -71,9 +71,11 @@ def _micros(amount: Decimal) -> int:
 
 
 def call_signature(tool_calls: Sequence[Any]) -> str:
-    return json.dumps(
-        sorted([call["name"], call["args"]] for call in tool_calls), sort_keys=True, default=str
+    # Each call is made text before sorting: two calls to one tool would compare dicts.
+    calls = sorted(
+        json.dumps([call["name"], call["args"]], sort_keys=True, default=str) for call in tool_calls
     )
+    return json.dumps(calls)
 
 
 def pending_call(call: dict[str, Any]) -> dict[str, str]:
