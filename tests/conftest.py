@@ -104,9 +104,9 @@ def make_settings(database_url: str, **overrides: Any) -> Settings:
 
 
 @pytest.fixture
-def settings_factory(database_url: str) -> Callable[..., Settings]:
+def settings_factory(database_url: str, tmp_path: Any) -> Callable[..., Settings]:
     def factory(**overrides: Any) -> Settings:
-        return make_settings(database_url, **overrides)
+        return make_settings(database_url, **{"files_dir": tmp_path / "files", **overrides})
 
     return factory
 

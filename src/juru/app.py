@@ -15,6 +15,7 @@ from juru.engine.machine import RunLimits
 from juru.http import health, playground, reasoning_engine
 from juru.http.errors import install_error_handlers
 from juru.http.hosted import chat as hosted_chat
+from juru.http.hosted import library as hosted_library
 from juru.http.hosted import routes as hosted_routes
 from juru.http.rate_limit_headers import RateLimitHeadersMiddleware
 from juru.settings import Settings
@@ -49,6 +50,7 @@ def create_app(
     app.include_router(health.router)
     app.include_router(hosted_routes.router)
     app.include_router(hosted_chat.router)
+    app.include_router(hosted_library.router)
     if settings.runtime_enabled:
         app.include_router(reasoning_engine.router)
     if settings.playground_enabled:

@@ -25,7 +25,10 @@ from juru.engine.events import LocalRunEvents, PostgresRunEvents, RunEvents
 from juru.engine.execution import RunContext
 from juru.engine.machine import RunLimits, RunMachine
 from juru.engine.worker import Reaper, Worker
+from juru.files.storage import FileStorage, LocalFileStorage
 from juru.hosted.chat import ChatCompletions
+from juru.hosted.documents import DocumentLibrary
+from juru.hosted.files import FileService
 from juru.hosted.service import HostedService
 from juru.models.catalog import ModelCatalog
 from juru.playground import Playground
@@ -37,6 +40,8 @@ from juru.store.database import create_engine
 from juru.store.migrations import upgrade_to_head
 from juru.store.transactions import wait_for_writes
 from juru.store.urls import DatabaseUrl
+from juru.tools.runtime import BuiltinPrices, BuiltinServices
+from juru.tools.speech import EspeakSynthesizer
 
 SHUTDOWN_WAIT_SECONDS = 10.0
 
@@ -59,10 +64,18 @@ class AppContext:
     access: Access
     accounts: AccountAdmin
     runtime: RuntimeService
+    builtins: BuiltinServices
+    files: FileService
+    documents: DocumentLibrary
 
     def run_context(self) -> RunContext:
         return RunContext(
-            self.machine, self.checkpointer, self.catalog, self.settings.provider_env, self.meter
+            self.machine,
+            self.checkpointer,
+            self.catalog,
+            self.settings.provider_env,
+            self.meter,
+            self.builtins,
         )
 
 
@@ -72,6 +85,26 @@ def load_catalog(settings: Settings) -> ModelCatalog:
 
 def price_rules(settings: Settings) -> PriceRules:
     return PriceRules(settings.tier_discounts, settings.volume_discounts)
+
+
+def file_storage(settings: Settings, database: DatabaseUrl) -> FileStorage:
+    if settings.files_dir is not None:
+        return LocalFileStorage(settings.files_dir)
+    base = database.sqlite_path.parent if database.is_sqlite else Path(".juru")
+    return LocalFileStorage(base / "files")
+
+
+def builtin_services(
+    settings: Settings, engine: AsyncEngine, storage: FileStorage, meter: Meter, clock: Clock
+) -> BuiltinServices:
+    prices = BuiltinPrices(
+        text_to_speech_per_1k_characters=settings.text_to_speech_rupiah_per_1k_chars,
+        rag_search_per_call=settings.rag_search_rupiah_per_call,
+    )
+    synthesizer = EspeakSynthesizer(settings.tts_library)
+    return BuiltinServices(
+        engine, storage, synthesizer, meter, clock, prices, settings.tts_max_characters
+    )
 
 
 def run_events(database: DatabaseUrl) -> RunEvents:
@@ -120,6 +153,7 @@ async def open_context(
             if database.is_sqlite:
                 await accounts.bootstrap_local(database.sqlite_path.parent / LOCAL_KEY_FILE)
             limiter = RateLimiter(settings.rate_limit_storage, settings.tier_rate_limits)
+            storage = file_storage(settings, database)
             try:
                 yield AppContext(
                     settings=settings,
@@ -136,6 +170,9 @@ async def open_context(
                     access=Access(engine, limiter),
                     accounts=accounts,
                     runtime=RuntimeService(runtime_agents, engine, checkpointer, clock.now),
+                    builtins=builtin_services(settings, engine, storage, meter, clock),
+                    files=FileService(engine, storage),
+                    documents=DocumentLibrary(engine, clock, settings.documents_max_bytes),
                 )
             finally:
                 limiter.close()

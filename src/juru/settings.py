@@ -89,6 +89,20 @@ class Settings(BaseSettings):
         description="The agent the Agent Runtime contract serves: a feature name or a hosted "
         "agent id (agt_...).",
     )
+    files_dir: Path | None = Field(
+        default=None,
+        description="Where files (audio made by text_to_speech) are kept: default `files/` "
+        "beside the SQLite database, or `.juru/files` with PostgreSQL.",
+    )
+    tts_library: Path | None = Field(
+        default=None,
+        description="The eSpeak NG shared library to speak with; default: the one in the "
+        "espeakng-loader package.",
+    )
+    tts_max_characters: int = Field(default=5_000, ge=1, le=100_000)
+    documents_max_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
+    text_to_speech_rupiah_per_1k_chars: Decimal = Field(default=Decimal(250), ge=0)
+    rag_search_rupiah_per_call: Decimal = Field(default=Decimal(50), ge=0)
     provider_env: dict[str, str] = Field(
         default_factory=dict,
         description="Provider credentials and base URLs; filled from `.env` and the environment.",

@@ -16,7 +16,15 @@ from httpx import Response
 from sqlalchemy import Table, func, select
 
 from juru.engine.execution import hosted_thread_key
-from juru.store.tables import agents, runs, thread_messages, threads
+from juru.store.tables import (
+    agents,
+    document_chunks,
+    documents,
+    files,
+    runs,
+    thread_messages,
+    threads,
+)
 from tests.support.hosted import AGENT_FIELDS, RUN_FIELDS, WEATHER_TOOL, HostedHarness, api_error
 
 # --- shapes -------------------------------------------------------------------------------
@@ -791,6 +799,10 @@ def samples(run: dict[str, Any]) -> list[Sample]:
         ("GET", "/v1/runs/{run_id}", {"params": {"wait": 1}}),
         ("POST", "/v1/runs/{run_id}/tool_outputs", {"json": {"outputs": outputs}}),
         ("POST", "/v1/runs/{run_id}/cancel", {}),
+        ("GET", "/v1/files/{file_id}", {}),
+        ("GET", "/v1/files/{file_id}/content", {}),
+        ("GET", "/v1/documents/{document_id}", {}),
+        ("DELETE", "/v1/documents/{document_id}", {}),
         ("DELETE", "/v1/agents/{agent_id}", {}),
     ]
 
@@ -812,7 +824,7 @@ async def table_sizes(hosted: HostedHarness) -> dict[str, int]:
     async with hosted.context.engine.connect() as connection:
         return {
             table.name: int(await connection.scalar(select(func.count()).select_from(table)) or 0)
-            for table in (agents, threads, runs, thread_messages)
+            for table in (agents, threads, runs, thread_messages, files, documents, document_chunks)
         }
 
 
@@ -826,8 +838,13 @@ async def snapshot(hosted: HostedHarness, ids: dict[str, str]) -> dict[str, Any]
         "/v1/threads/{thread_id}/messages",
         "/v1/threads/{thread_id}/runs",
         "/v1/runs/{run_id}",
+        "/v1/files/{file_id}",
+        "/v1/documents",
+        "/v1/documents/{document_id}",
     ]
     seen = {path: await get_json(hosted, path.format(**ids)) for path in paths}
+    content = await hosted.client.get("/v1/files/{file_id}/content".format(**ids))
+    seen["file_content"] = (content.status_code, content.content)
     seen["checkpoints"] = len(await checkpoints(hosted, ids["thread_id"]))
     seen["tables"] = await table_sizes(hosted)
     return seen
@@ -858,7 +875,13 @@ class TestTenantIsolation:
         agent = await hosted.create_agent()
         thread = await hosted.create_thread(agent["id"])
         run = await paused_run(hosted, thread["id"])
-        ids = {"agent_id": agent["id"], "thread_id": thread["id"], "run_id": run["id"]}
+        ids = {
+            "agent_id": agent["id"],
+            "thread_id": thread["id"],
+            "run_id": run["id"],
+            "file_id": await hosted.speech_file(),
+            "document_id": await hosted.upload_document("notes.md", b"# Notes\n\nPrivate."),
+        }
         before = await snapshot(hosted, ids)
         assert before["checkpoints"] > 0 and before["/v1/threads/{thread_id}/messages"]["data"]
 

@@ -11,7 +11,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, inspect
 
 from juru.store.migrations import upgrade_to_head
-from juru.store.tables import metadata
+from juru.store.tables import in_metadata, metadata
 from juru.store.urls import DatabaseUrl
 
 
@@ -21,12 +21,7 @@ def _differences(url: str) -> list[Any]:
         with engine.connect() as connection:
             context = MigrationContext.configure(
                 connection,
-                opts={
-                    "include_name": lambda name, kind, _parent: (
-                        kind != "table" or name in metadata.tables
-                    ),
-                    "compare_type": True,
-                },
+                opts={"include_name": in_metadata, "compare_type": True},
             )
             return list(compare_metadata(context, metadata))
     finally:

@@ -13,6 +13,7 @@ from juru.context import AppContext
 from juru.engine.clock import ManualClock
 from juru.engine.worker import Reaper, Worker
 from juru.store.accounts import account_named
+from juru.tools import text_to_speech
 
 WEATHER_TOOL: dict[str, Any] = {
     "type": "function",
@@ -168,3 +169,20 @@ class HostedHarness:
         return await self.client.post(
             f"/v1/runs/{run['id']}/tool_outputs", json={"outputs": outputs}
         )
+
+    async def speech_file(self, text: str = "Hello") -> str:
+        """A speech file of the harness's account, made the way `text_to_speech` makes it."""
+        builtins = self.context.builtins
+        target = text_to_speech.SpeechTarget(
+            builtins.engine, builtins.storage, self.account_id, None, self.clock.now()
+        )
+        request = text_to_speech.SpeechRequest(text, "en", None)
+        told = await text_to_speech.speak(request, builtins.synthesizer, target)
+        file_id: str = told["file_id"]
+        return file_id
+
+    async def upload_document(self, filename: str, data: bytes) -> str:
+        response = await self.client.post("/v1/documents", files={"file": (filename, data)})
+        assert response.status_code == 201, response.text
+        document_id: str = response.json()["id"]
+        return document_id

@@ -1,9 +1,11 @@
-"""A hosted agent (model, system prompt, client tools, step limit) compiled into a graph.
+"""A hosted agent (model, system prompt, client and built-in tools, step limit) as a graph.
 
-`llm_call` asks the model; its tool calls go to `client_tools`, which pauses the run with
+`llm_call` asks the model; calls to built-in tools run first in `builtin_tools` (at most
+`MAX_BUILTIN_CALLS_PER_TURN` per model turn, within the run's built-in spending ceiling), then
+the rest go to `client_tools`, which pauses the run with
 `interrupt({"pending_tool_calls": [...]})` until the caller's outputs arrive as the resume
-value `{"outputs": {tool_call_id: output}}`. The step limit and loop detection live in the graph
-state, so they survive a worker's crash like the conversation does.
+value `{"outputs": {tool_call_id: output}}`. The step limit, loop detection and built-in spend
+live in the graph state, so they survive a worker's crash like the conversation does.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -21,9 +24,17 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import interrupt
 
 from juru.agents.tool_agent import close_dangling_calls, error_result, unanswered_calls
+from juru.billing.pricing import to_micro
+from juru.store.types import MICRO
+from juru.tools.errors import BuiltinToolError
+from juru.tools.runtime import BUILTIN_SCHEMAS, BuiltinRuntime
 
 LLM_NODE = "llm_call"
 CLIENT_TOOLS_NODE = "client_tools"
+BUILTIN_TOOLS_NODE = "builtin_tools"
+MAX_BUILTIN_CALLS_PER_TURN = 3
+BUILTIN_RUN_CEILING_RUPIAH = Decimal(20_000)
+BUILTIN_KEY = "juru_builtin_tools"
 LOOP_REPEATS = 3
 MAX_STEPS_KEY = "juru_max_steps"
 METER_KEY = "juru_meter"
@@ -41,17 +52,30 @@ class LoopDetectedError(RuntimeError):
 class HostedState(MessagesState):
     run_steps: int
     call_streak: list[str]
+    # List price of the run's built-in calls so far, in micro-rupiah (exact, serialisable).
+    builtin_spend_micros: int
 
 
 def run_input(messages: Sequence[BaseMessage]) -> dict[str, Any]:
     """The graph input that starts a run: its messages, with the run's counters reset."""
-    return {"messages": list(messages), "run_steps": 0, "call_streak": []}
+    return {
+        "messages": list(messages),
+        "run_steps": 0,
+        "call_streak": [],
+        "builtin_spend_micros": 0,
+    }
+
+
+def _micros(amount: Decimal) -> int:
+    return int(to_micro(amount) / MICRO)
 
 
 def call_signature(tool_calls: Sequence[Any]) -> str:
-    return json.dumps(
-        sorted([call["name"], call["args"]] for call in tool_calls), sort_keys=True, default=str
+    # Each call is made text before sorting: two calls to one tool would compare dicts.
+    calls = sorted(
+        json.dumps([call["name"], call["args"]], sort_keys=True, default=str) for call in tool_calls
     )
+    return json.dumps(calls)
 
 
 def pending_call(call: dict[str, Any]) -> dict[str, str]:
@@ -63,10 +87,17 @@ class HostedAgent:
     """The nodes of one hosted agent."""
 
     def __init__(
-        self, model: BaseChatModel, tools: Sequence[dict[str, Any]], system_prompt: str
+        self,
+        model: BaseChatModel,
+        tools: Sequence[dict[str, Any]],
+        system_prompt: str,
+        builtin_tools: Sequence[str] = (),
     ) -> None:
         self.client_tools = {tool["function"]["name"] for tool in tools}
-        self.model = model.bind_tools(list(tools)) if tools else model
+        self.builtin_tools = {name for name in builtin_tools if name in BUILTIN_SCHEMAS}
+        # The model sees both kinds alike; only the graph knows which ones the server runs.
+        bound = [*tools, *(BUILTIN_SCHEMAS[name] for name in sorted(self.builtin_tools))]
+        self.model = model.bind_tools(bound) if bound else model
         self.system_prompt = system_prompt
 
     async def llm_call(self, state: HostedState, config: RunnableConfig) -> dict[str, Any]:
@@ -99,7 +130,63 @@ class HostedAgent:
         return {"messages": [reply], "run_steps": steps + 1, "call_streak": streak}
 
     def after_llm(self, state: HostedState) -> str:
-        return CLIENT_TOOLS_NODE if unanswered_calls(state["messages"]) else END
+        calls = unanswered_calls(state["messages"])
+        if any(call["name"] in self.builtin_tools for call in calls):
+            return BUILTIN_TOOLS_NODE
+        return CLIENT_TOOLS_NODE if calls else END
+
+    def after_builtins(self, state: HostedState) -> str:
+        return CLIENT_TOOLS_NODE if unanswered_calls(state["messages"]) else LLM_NODE
+
+    async def builtin_tools_node(
+        self, state: HostedState, config: RunnableConfig
+    ) -> dict[str, Any]:
+        """Run the turn's built-in calls in order; every refusal or failure is an error result
+        for the model, never an exception (the run goes on)."""
+        runtime: BuiltinRuntime | None = config.get("configurable", {}).get(BUILTIN_KEY)
+        calls = [c for c in unanswered_calls(state["messages"]) if c["name"] in self.builtin_tools]
+        spent = state.get("builtin_spend_micros", 0)
+        results: list[ToolMessage] = []
+        for index, call in enumerate(calls):
+            if index >= MAX_BUILTIN_CALLS_PER_TURN:
+                results.append(
+                    error_result(
+                        call,
+                        f"Error: at most {MAX_BUILTIN_CALLS_PER_TURN} built-in tool calls run "
+                        "per model turn; this one was not run. Call it again in a later turn.",
+                    )
+                )
+                continue
+            if runtime is None:
+                results.append(error_result(call, "Error: built-in tools are not available here."))
+                continue
+            result, cost = await self._run_builtin(runtime, call, spent, state.get("run_steps"))
+            results.append(result)
+            spent += cost
+        for result in results:
+            result.id = result.id or f"msg_{uuid.uuid4().hex}"
+        return {"messages": results, "builtin_spend_micros": spent}
+
+    async def _run_builtin(
+        self, runtime: BuiltinRuntime, call: dict[str, Any], spent: int, step: int | None
+    ) -> tuple[ToolMessage, int]:
+        """One built-in call's result and the micro-rupiah it adds to the run's spend."""
+        try:
+            priced = runtime.price(call["name"], call["args"])
+            cost = _micros(priced.list_cost)
+            ceiling = _micros(BUILTIN_RUN_CEILING_RUPIAH)
+            if spent + cost > ceiling:
+                raise BuiltinToolError(
+                    f"this call (Rp{priced.list_cost}) would take the run's built-in tool "
+                    f"charges past the ceiling of Rp{BUILTIN_RUN_CEILING_RUPIAH}; it was not run"
+                )
+            content = await runtime.run(priced, step)
+        except BuiltinToolError as error:
+            return error_result(call, f"Error: {error}"), 0
+        except Exception as error:
+            # A built-in that breaks must not end the run: the model hears about it instead.
+            return error_result(call, f"Error: {type(error).__name__}: {error}"), 0
+        return ToolMessage(content, tool_call_id=call["id"], name=call["name"]), cost
 
     def client_tools_node(self, state: HostedState) -> dict[str, Any]:
         calls = unanswered_calls(state["messages"])
@@ -130,14 +217,23 @@ class HostedAgent:
         graph = StateGraph(HostedState)
         graph.add_node(LLM_NODE, self.llm_call)
         graph.add_node(CLIENT_TOOLS_NODE, self.client_tools_node)
+        graph.add_node(BUILTIN_TOOLS_NODE, self.builtin_tools_node)
         graph.add_edge(START, LLM_NODE)
-        graph.add_conditional_edges(LLM_NODE, self.after_llm, [CLIENT_TOOLS_NODE, END])
+        graph.add_conditional_edges(
+            LLM_NODE, self.after_llm, [BUILTIN_TOOLS_NODE, CLIENT_TOOLS_NODE, END]
+        )
+        graph.add_conditional_edges(
+            BUILTIN_TOOLS_NODE, self.after_builtins, [CLIENT_TOOLS_NODE, LLM_NODE]
+        )
         graph.add_edge(CLIENT_TOOLS_NODE, LLM_NODE)
         return graph.compile(name="hosted_agent")
 
 
 def build_hosted_agent(
-    model: BaseChatModel, tools: Sequence[dict[str, Any]], system_prompt: str
+    model: BaseChatModel,
+    tools: Sequence[dict[str, Any]],
+    system_prompt: str,
+    builtin_tools: Sequence[str] = (),
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Compile a hosted agent's graph (the engine attaches the checkpointer)."""
-    return HostedAgent(model, tools, system_prompt).compile()
+    return HostedAgent(model, tools, system_prompt, builtin_tools).compile()

@@ -1,8 +1,9 @@
 """Metering: the balance check before a paid model call and the charge after it.
 
-Agents (source `agent`) and `/v1/chat/completions` (source `chat`) share it, so both bill the
-same way. The check only asks for a positive balance: a call's cost is known after it returns,
-so each concurrent call may overdraw by at most its own cost, never more.
+Agents (source `agent`), `/v1/chat/completions` (source `chat`) and built-in tools (source
+`builtin`) share it, so all bill the same way. The check only asks for a positive balance: a
+call's cost is known after it returns, so each concurrent call may overdraw by at most its own
+cost, never more.
 """
 
 from __future__ import annotations
@@ -47,13 +48,34 @@ class Meter:
 
     async def ensure_funds(self, account_id: str, model_id: str) -> None:
         """Raise `InsufficientBalanceError` before a paid call when the balance is used up."""
-        if not self.is_paid(model_id):
-            return
+        if self.is_paid(model_id):
+            await self.ensure_balance(account_id, model_id)
+
+    async def ensure_balance(self, account_id: str, what: str) -> None:
+        """Raise `InsufficientBalanceError` unless the balance is positive."""
         balance = await balance_of(self.engine, account_id)
         if balance <= 0:
             raise InsufficientBalanceError(
-                f"the account's balance is Rp{balance}; top it up to call {model_id}"
+                f"the account's balance is Rp{balance}; top it up to call {what}"
             )
+
+    async def charge_builtin(
+        self, account_id: str, tool: str, list_cost: Decimal, run_id: str, step: int | None
+    ) -> Decimal:
+        """A built-in tool call's ledger row (source `builtin`, the tool's name as `model_id`,
+        no tokens), with the account's discounts; returns what it cost."""
+        request = ChargeRequest(
+            account_id=account_id,
+            source="builtin",
+            model_id=tool,
+            input_tokens=0,
+            output_tokens=0,
+            list_cost=list_cost,
+            created_at=self.clock.now(),
+            run_id=run_id,
+            step=step,
+        )
+        return await record_charge(self.engine, request, self.rules)
 
     async def charge(
         self,

@@ -15,6 +15,7 @@ from langgraph.pregel import Pregel
 
 from juru import runner
 from juru.agents.hosted import (
+    BUILTIN_KEY,
     FUNDS_KEY,
     LLM_NODE,
     MAX_STEPS_KEY,
@@ -34,6 +35,7 @@ from juru.store.checkpointer import settle_checkpointer
 from juru.store.pruning import prune_checkpoints
 from juru.store.records import AgentRecord, RunRecord
 from juru.store.transcript import append_messages
+from juru.tools.runtime import BuiltinServices
 
 logger = logging.getLogger(__name__)
 RUN_ID_KEY = "juru_run_id"
@@ -68,6 +70,7 @@ class RunContext:
     catalog: ModelCatalog
     provider_env: dict[str, str]
     meter: Meter
+    builtins: BuiltinServices | None = None
 
 
 class LeaseLostError(Exception):
@@ -150,7 +153,7 @@ class RunExecution:
 
     def _compile(self, agent: AgentRecord, model: Any) -> Pregel[Any, Any, Any, Any]:
         self.model_id = agent.model_id
-        graph = build_hosted_agent(model, agent.tools, agent.system_prompt)
+        graph = build_hosted_agent(model, agent.tools, agent.system_prompt, agent.builtin_tools)
         return graph.copy({"checkpointer": self.context.checkpointer})
 
     async def _charge(self, reply: AIMessage, step: int) -> None:
@@ -168,12 +171,16 @@ class RunExecution:
         await self.context.meter.ensure_funds(self.run.account_id, self.model_id)
 
     def _options(self, replace_pending: bool = False) -> runner.RunOptions:
+        configurable: dict[str, Any] = {
+            MAX_STEPS_KEY: self.run.max_steps,
+            METER_KEY: self._charge,
+            FUNDS_KEY: self._ensure_funds,
+        }
+        if self.context.builtins is not None:
+            builtins = self.context.builtins.for_run(self.run.account_id, self.run.id)
+            configurable[BUILTIN_KEY] = builtins
         return runner.RunOptions(
-            configurable={
-                MAX_STEPS_KEY: self.run.max_steps,
-                METER_KEY: self._charge,
-                FUNDS_KEY: self._ensure_funds,
-            },
+            configurable=configurable,
             metadata={RUN_ID_KEY: self.run.id},
             replace_pending=replace_pending,
         )

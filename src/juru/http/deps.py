@@ -8,6 +8,8 @@ from fastapi import Depends, Header, Request
 
 from juru.context import AppContext
 from juru.hosted.chat import ChatCompletions
+from juru.hosted.documents import DocumentLibrary
+from juru.hosted.files import FileService
 from juru.hosted.service import HostedService
 from juru.playground import Playground
 from juru.runtime.service import RuntimeService
@@ -34,6 +36,14 @@ def get_chat(request: Request) -> ChatCompletions:
     return get_context(request).chat
 
 
+def get_files(request: Request) -> FileService:
+    return get_context(request).files
+
+
+def get_documents(request: Request) -> DocumentLibrary:
+    return get_context(request).documents
+
+
 RATE_LIMIT_HEADERS = "rate_limit_headers"
 
 
@@ -51,5 +61,7 @@ Context = Annotated[AppContext, Depends(get_context)]
 PlaygroundService = Annotated[Playground, Depends(get_playground)]
 Hosted = Annotated[HostedService, Depends(get_hosted)]
 Chat = Annotated[ChatCompletions, Depends(get_chat)]
+Files = Annotated[FileService, Depends(get_files)]
+Documents = Annotated[DocumentLibrary, Depends(get_documents)]
 Account = Annotated[str, Depends(current_account)]
 Runtime = Annotated[RuntimeService, Depends(get_runtime)]

@@ -91,3 +91,30 @@ class TranscriptMessage(_Record):
     tool_call_id: str | None
     name: str | None
     created_at: datetime
+
+
+@dataclass(frozen=True)
+class FileRecord(_Record):
+    id: str
+    account_id: str
+    run_id: str | None
+    purpose: str
+    filename: str
+    content_type: str
+    size_bytes: int
+    duration_seconds: float | None
+    storage_key: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class DocumentRecord(_Record):
+    id: str
+    account_id: str
+    title: str
+    filename: str | None
+    content_type: str
+    size_bytes: int
+    characters: int
+    chunk_count: int
+    created_at: datetime

@@ -178,3 +178,59 @@ runtime_sessions = Table(
     Column("updated_at", UtcDateTime(), nullable=False),
     Index("ix_runtime_sessions_owner", "app_name", "user_id", "id"),
 )
+
+files = Table(
+    "files",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("account_id", ForeignKey("accounts.id", ondelete="CASCADE"), nullable=False, index=True),
+    Column("run_id", String(40), nullable=True),
+    Column("purpose", String(40), nullable=False),
+    Column("filename", String(255), nullable=False),
+    Column("content_type", String(100), nullable=False),
+    Column("size_bytes", Integer, nullable=False),
+    Column("duration_seconds", Float, nullable=True),
+    # Where the bytes are in the file storage (`juru.files`); never shown to users.
+    Column("storage_key", String(500), nullable=False),
+    Column("created_at", UtcDateTime(), nullable=False),
+)
+
+documents = Table(
+    "documents",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("account_id", ForeignKey("accounts.id", ondelete="CASCADE"), nullable=False, index=True),
+    Column("title", String(500), nullable=False),
+    Column("filename", String(255), nullable=True),
+    Column("content_type", String(100), nullable=False),
+    Column("size_bytes", Integer, nullable=False),
+    Column("characters", Integer, nullable=False),
+    Column("chunk_count", Integer, nullable=False),
+    Column("created_at", UtcDateTime(), nullable=False),
+)
+
+# The integer key doubles as the SQLite FTS5 rowid (`document_chunks_fts`, made by migration
+# 0006 with the triggers that keep it in step); PostgreSQL indexes `to_tsvector` instead.
+document_chunks = Table(
+    "document_chunks",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("document_id", ForeignKey("documents.id", ondelete="CASCADE"), nullable=False),
+    Column("account_id", String(40), nullable=False, index=True),
+    Column("position", Integer, nullable=False),
+    Column("content", Text, nullable=False),
+    UniqueConstraint("document_id", "position", name="uq_document_chunks_document_position"),
+)
+
+# Full-text search objects the migrations make with raw SQL, outside this metadata (an FTS5
+# virtual table and its shadow tables on SQLite, an expression GIN index on PostgreSQL).
+SEARCH_INDEX = "ix_document_chunks_search"
+SEARCH_TABLE = "document_chunks_fts"
+
+
+def in_metadata(name: str | None, kind: str, _parents: object) -> bool:
+    """Whether a database object belongs to this metadata (Alembic's `include_name`): the
+    search objects above, the checkpointer's tables and FTS5's shadow tables do not."""
+    if kind == "table":
+        return name in metadata.tables
+    return not (kind == "index" and name == SEARCH_INDEX)

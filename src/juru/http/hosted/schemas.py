@@ -250,3 +250,33 @@ class UsageOut(BaseModel):
             data=[UsageLineOut.of(line) for line in lines],
             total_rupiah=sum((line.cost_rupiah for line in lines), Decimal(0)),
         )
+
+
+class FileOut(_View):
+    id: str
+    object: Literal["file"] = "file"
+    purpose: str
+    filename: str
+    content_type: str
+    size_bytes: int
+    duration_seconds: float | None
+    run_id: str | None
+    created_at: datetime
+
+    @model_serializer(mode="wrap")
+    def _with_url(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        data["url"] = f"/v1/files/{self.id}/content"
+        return data
+
+
+class DocumentOut(_View):
+    id: str
+    object: Literal["document"] = "document"
+    title: str
+    filename: str | None
+    content_type: str
+    size_bytes: int
+    characters: int
+    chunk_count: int
+    created_at: datetime

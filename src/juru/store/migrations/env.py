@@ -5,11 +5,16 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection, create_engine
 
-from juru.store.tables import metadata
+from juru.store.tables import in_metadata, metadata
 
 
 def _run(connection: Connection) -> None:
-    context.configure(connection=connection, target_metadata=metadata, render_as_batch=True)
+    context.configure(
+        connection=connection,
+        target_metadata=metadata,
+        render_as_batch=True,
+        include_name=in_metadata,
+    )
     with context.begin_transaction():
         context.run_migrations()
 

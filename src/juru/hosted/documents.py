@@ -1,0 +1,121 @@
+"""Documents of an account for `rag_search`: upload checks, text extraction and chunking."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import PurePath
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from juru.engine.clock import Clock
+from juru.hosted.errors import ApiError, invalid, not_found
+from juru.store import documents as store
+from juru.store.ids import new_id
+from juru.store.pages import Page, PageRequest
+from juru.store.records import DocumentRecord
+from juru.tools.chunking import chunk_text
+from juru.tools.pdf_text import PdfTextError, pdf_text
+
+PLAIN, MARKDOWN, PDF = "text/plain", "text/markdown", "application/pdf"
+TYPE_BY_SUFFIX = {
+    ".txt": PLAIN,
+    ".text": PLAIN,
+    ".md": MARKDOWN,
+    ".markdown": MARKDOWN,
+    ".pdf": PDF,
+}
+TYPE_BY_MEDIA = {PLAIN: PLAIN, MARKDOWN: MARKDOWN, "text/x-markdown": MARKDOWN, PDF: PDF}
+MAX_TITLE = 500
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A document as it arrived: its bytes, and what the client said it is."""
+
+    data: bytes
+    filename: str | None
+    media_type: str | None
+    title: str | None
+
+
+def document_type(upload: Upload) -> str:
+    """Plain text, Markdown or PDF, from the file name's suffix, else the declared type."""
+    suffix = PurePath(upload.filename or "").suffix.lower()
+    media = (upload.media_type or "").split(";")[0].strip().lower()
+    found = TYPE_BY_SUFFIX.get(suffix) or TYPE_BY_MEDIA.get(media)
+    if found is None:
+        raise ApiError(
+            415,
+            "unsupported_document_type",
+            f"documents must be plain text (.txt), Markdown (.md) or PDF (.pdf); got "
+            f"{upload.filename or 'a file'!r} of type {media or 'unknown'!r}",
+        )
+    return found
+
+
+def document_text(kind: str, data: bytes) -> str:
+    if kind == PDF:
+        if not data.startswith(b"%PDF-"):
+            raise invalid(
+                "the file is not a PDF (it does not start with %PDF-)", "invalid_document"
+            )
+        try:
+            return pdf_text(data)
+        except PdfTextError as error:
+            raise invalid(str(error), "invalid_document") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise invalid("text documents must be UTF-8", "invalid_document") from None
+
+
+def document_title(upload: Upload) -> str:
+    title = (upload.title or "").strip() or PurePath(upload.filename or "").stem or "Untitled"
+    if len(title) > MAX_TITLE:
+        raise invalid(f"title: at most {MAX_TITLE} characters")
+    return title
+
+
+@dataclass
+class DocumentLibrary:
+    engine: AsyncEngine
+    clock: Clock
+    max_bytes: int
+
+    async def add(self, account_id: str, upload: Upload) -> DocumentRecord:
+        if len(upload.data) > self.max_bytes:
+            raise ApiError(
+                413, "document_too_large", f"documents may be at most {self.max_bytes} bytes"
+            )
+        kind = document_type(upload)
+        title = document_title(upload)
+        chunks = chunk_text(document_text(kind, upload.data))
+        if not chunks:
+            raise invalid(
+                "the document has no text (a scanned PDF needs OCR first)", "empty_document"
+            )
+        values = {
+            "id": new_id("doc"),
+            "account_id": account_id,
+            "title": title,
+            "filename": upload.filename,
+            "content_type": kind,
+            "size_bytes": len(upload.data),
+            "characters": sum(len(chunk) for chunk in chunks),
+            "chunk_count": len(chunks),
+            "created_at": self.clock.now(),
+        }
+        return await store.insert_document(self.engine, values, chunks)
+
+    async def documents(self, account_id: str, page: PageRequest) -> Page[DocumentRecord]:
+        return await store.list_documents(self.engine, account_id, page)
+
+    async def document(self, account_id: str, document_id: str) -> DocumentRecord:
+        found = await store.get_document(self.engine, account_id, document_id)
+        if found is None:
+            raise not_found("document", document_id)
+        return found
+
+    async def delete(self, account_id: str, document_id: str) -> None:
+        if not await store.delete_document(self.engine, account_id, document_id):
+            raise not_found("document", document_id)

@@ -1,0 +1,30 @@
+"""Queries of the `files` table (the bytes are in `juru.files` storage)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import insert, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from juru.store.records import FileRecord
+from juru.store.tables import files
+from juru.store.transactions import write
+
+
+async def insert_file(engine: AsyncEngine, values: dict[str, Any]) -> FileRecord:
+    async def add(connection: Any) -> None:
+        await connection.execute(insert(files).values(values))
+
+    await write(engine, add)
+    found = await get_file(engine, values["account_id"], values["id"])
+    assert found is not None
+    return found
+
+
+async def get_file(engine: AsyncEngine, account_id: str, file_id: str) -> FileRecord | None:
+    """The account's file, or None (another account's file is as absent as a missing one)."""
+    query = select(files).where(files.c.id == file_id, files.c.account_id == account_id)
+    async with engine.connect() as connection:
+        row = (await connection.execute(query)).mappings().first()
+    return FileRecord.from_row(row) if row is not None else None
