@@ -151,7 +151,9 @@ async def open_context(
                 runtime_agents.check()
             accounts = AccountAdmin(engine, clock, settings.tier_rate_limits.keys())
             if database.is_sqlite:
-                await accounts.bootstrap_local(database.sqlite_path.parent / LOCAL_KEY_FILE)
+                await accounts.bootstrap_local(
+                    database.sqlite_path.parent / LOCAL_KEY_FILE, settings.local_account_balance
+                )
             limiter = RateLimiter(settings.rate_limit_storage, settings.tier_rate_limits)
             storage = file_storage(settings, database)
             try:

@@ -59,6 +59,12 @@ class Settings(BaseSettings):
         default_factory=lambda: list(DEFAULT_PLAYGROUND_ORIGINS),
         validation_alias=AliasChoices("PLAYGROUND_ORIGINS", "playground_origins"),
     )
+    local_account_balance: Decimal = Field(
+        default=Decimal(100_000),
+        ge=0,
+        description="Opening balance (Rupiah) of the `local` account a fresh SQLite install "
+        "makes, so built-in tools and a first paid call work before any top-up.",
+    )
     tier_rate_limits: dict[str, str] = Field(
         default_factory=lambda: dict(DEFAULT_TIER_RATE_LIMITS),
         description="Requests allowed per account tier, in the `limits` notation "

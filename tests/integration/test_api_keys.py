@@ -114,9 +114,10 @@ async def test_a_fresh_sqlite_database_gets_a_local_key_once(
     async for _ in start_client(again):
         assert not key_file.exists()
         async with again.state.context.engine.connect() as connection:
-            names = (await connection.execute(select(accounts.c.name))).scalars().all()
+            local = (await connection.execute(select(accounts))).all()
             keys = (await connection.execute(select(api_keys.c.id))).all()
-        assert names == ["local"] and len(keys) == 1
+        assert [(row.name, row.balance_rupiah) for row in local] == [("local", 100_000)]
+        assert len(keys) == 1
 
 
 @pytest.mark.postgresql

@@ -88,12 +88,14 @@ class AccountAdmin:
             raise AccountAdminError(f"no live key with prefix {prefix!r}")
         return prefix
 
-    async def bootstrap_local(self, key_file: Path) -> IssuedKey | None:
+    async def bootstrap_local(
+        self, key_file: Path, balance: Decimal = Decimal(0)
+    ) -> IssuedKey | None:
         """On a database with no account at all: the `local` account and a key, written to
         `key_file` (readable by its owner only). Never when any account exists."""
         if await store.count_accounts(self.engine) > 0:
             return None
-        await self.create_account(LOCAL_ACCOUNT, "paid", Decimal(0))
+        await self.create_account(LOCAL_ACCOUNT, "paid", balance)
         issued = await self.create_key(LOCAL_ACCOUNT)
         key_file.parent.mkdir(parents=True, exist_ok=True)
         descriptor = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
