@@ -23,6 +23,7 @@ from juru.billing.rate_limits import RateLimiter
 from juru.engine.clock import Clock, SystemClock
 from juru.engine.events import LocalRunEvents, PostgresRunEvents, RunEvents
 from juru.engine.execution import RunContext
+from juru.engine.graphs import CompiledGraphs
 from juru.engine.machine import RunLimits, RunMachine
 from juru.engine.worker import Reaper, Worker
 from juru.files.storage import FileStorage, LocalFileStorage
@@ -67,6 +68,7 @@ class AppContext:
     builtins: BuiltinServices
     files: FileService
     documents: DocumentLibrary
+    graphs: CompiledGraphs
 
     def run_context(self) -> RunContext:
         return RunContext(
@@ -75,6 +77,7 @@ class AppContext:
             self.catalog,
             self.settings.provider_env,
             self.meter,
+            self.graphs,
             self.builtins,
         )
 
@@ -175,6 +178,7 @@ async def open_context(
                     builtins=builtin_services(settings, engine, storage, meter, clock),
                     files=FileService(engine, storage),
                     documents=DocumentLibrary(engine, clock, settings.documents_max_bytes),
+                    graphs=CompiledGraphs(checkpointer),
                 )
             finally:
                 limiter.close()

@@ -22,10 +22,10 @@ from juru.agents.hosted import (
     METER_KEY,
     LoopDetectedError,
     StepLimitError,
-    build_hosted_agent,
     run_input,
 )
 from juru.billing.meter import InsufficientBalanceError, Meter
+from juru.engine.graphs import CompiledGraphs
 from juru.engine.machine import RunMachine
 from juru.engine.states import FailureReason
 from juru.engine.transcript import transcript_entries
@@ -70,6 +70,7 @@ class RunContext:
     catalog: ModelCatalog
     provider_env: dict[str, str]
     meter: Meter
+    graphs: CompiledGraphs
     builtins: BuiltinServices | None = None
 
 
@@ -153,8 +154,7 @@ class RunExecution:
 
     def _compile(self, agent: AgentRecord, model: Any) -> Pregel[Any, Any, Any, Any]:
         self.model_id = agent.model_id
-        graph = build_hosted_agent(model, agent.tools, agent.system_prompt, agent.builtin_tools)
-        return graph.copy({"checkpointer": self.context.checkpointer})
+        return self.context.graphs.get(agent, model)
 
     async def _charge(self, reply: AIMessage, step: int) -> None:
         """One ledger row per model call, priced from the catalog (source `agent`)."""
