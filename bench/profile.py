@@ -1,0 +1,106 @@
+"""Where a server's CPU goes: py-spy samples attributed to parts of the stack by module path.
+
+Each sample is charged to the innermost frame that belongs to a known part (LangGraph, the
+checkpointer, LangChain, the OpenAI client and its HTTP pool, the database drivers, the HTTP
+server, Juru itself); frames of the standard library, pydantic and the like are neutral and
+charge their caller. Samples with no known frame at all are the event loop and the rest.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+# Innermost match wins; the order only matters for prefixes of one another.
+PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("checkpointer", ("/langgraph/checkpoint/", "/ormsgpack/", "langgraph_checkpoint")),
+    ("langgraph", ("/langgraph/",)),
+    ("langchain", ("/langchain_core/", "/langchain_openai/", "/langsmith/")),
+    (
+        "openai client + HTTP pool",
+        ("/openai/", "/httpx/", "/httpx2/", "/httpcore/", "/httpcore2/", "/anyio/", "/h11/"),
+    ),
+    ("database", ("/sqlalchemy/", "/aiosqlite/", "/sqlite3/", "/psycopg/", "/psycopg_pool/")),
+    ("HTTP server", ("/uvicorn/", "/starlette/", "/fastapi/", "/httptools/")),
+    ("juru", ("/juru/",)),
+)
+OTHER = "event loop + other"
+
+
+def py_spy() -> str | None:
+    """The py-spy executable beside this Python, or on PATH."""
+    beside = Path(sys.executable).with_name("py-spy")
+    return str(beside) if beside.exists() else shutil.which("py-spy")
+
+
+def part_of(frame: str) -> str | None:
+    # A raw py-spy frame reads `function (path/to/file.py:line)`.
+    path = frame[frame.rfind("(") + 1 :]
+    for part, markers in PARTS:
+        if any(marker in path for marker in markers):
+            return part
+    return None
+
+
+def attribute(collapsed: str) -> Counter[str]:
+    """Samples per part, from py-spy's raw (collapsed stack) output."""
+    samples: Counter[str] = Counter()
+    for line in collapsed.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        part = OTHER
+        for frame in reversed(stack.split(";")):
+            found = part_of(frame)
+            if found is not None:
+                part = found
+                break
+        samples[part] += int(count)
+    return samples
+
+
+class Profiler:
+    """py-spy recording a process until `stop()`; does nothing where py-spy is missing."""
+
+    def __init__(self, pid: int, output: Path, rate: int = 97) -> None:
+        self.pid, self.output, self.rate = pid, output, rate
+        self.process: subprocess.Popen[bytes] | None = None
+        self.error = ""
+
+    def start(self) -> Profiler:
+        executable = py_spy()
+        if executable is None:
+            self.error = "py-spy is not installed (pip install -e '.[bench]')"
+            return self
+        command = [executable, "record", "--pid", str(self.pid), "--rate", str(self.rate)]
+        command += ["--format", "raw", "--nonblocking", "--gil", "--full-filenames", "--output", str(self.output)]
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+        )
+        return self
+
+    def stop(self) -> Counter[str] | None:
+        """Stop recording; samples per part, or None (with `error` set) when none were taken."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGINT)
+        _, stderr = self.process.communicate(timeout=60)
+        if not self.output.exists():
+            self.error = f"py-spy wrote no profile: {stderr.decode(errors='replace')[-300:]}"
+            return None
+        return attribute(self.output.read_text())
+
+
+def shares(samples: Counter[str] | None) -> dict[str, float]:
+    """Each part's fraction of the samples, in a stable order."""
+    if not samples:
+        return {}
+    total = sum(samples.values())
+    names = [name for name, _ in PARTS] + [OTHER]
+    return {name: samples.get(name, 0) / total for name in names}
