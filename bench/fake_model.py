@@ -99,7 +99,8 @@ class ModelScript:
         if call is not None:
             deltas.append({"tool_calls": [{"index": 0, **call}]})
         else:
-            deltas.extend({"content": word} for word in ["do", "ne"])
+            text = text or ""
+            deltas.extend({"content": piece} for piece in (text[:2], text[2:]))
         events = [
             {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
             for delta in deltas

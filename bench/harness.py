@@ -57,7 +57,7 @@ def rss_bytes(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for process {pid}")
 
 
-def _stop_group(process: subprocess.Popen[bytes], deadline: float = 20.0) -> None:
+def _stop_group(process: subprocess.Popen[bytes], deadline: float = 10.0) -> None:
     if process.poll() is not None:
         return
     os.killpg(process.pid, signal.SIGTERM)
@@ -263,7 +263,8 @@ def stack(
             server.stop()
         model.stop()
         database.drop()
-        shutil.rmtree(workdir, ignore_errors=True)
+        if not os.environ.get("JURU_BENCH_KEEP"):
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 def postgres_reachable() -> bool:

@@ -78,7 +78,15 @@ class Profiler:
             self.error = "py-spy is not installed (pip install -e '.[bench]')"
             return self
         command = [executable, "record", "--pid", str(self.pid), "--rate", str(self.rate)]
-        command += ["--format", "raw", "--nonblocking", "--gil", "--full-filenames", "--output", str(self.output)]
+        command += [
+            "--format",
+            "raw",
+            "--nonblocking",
+            "--gil",
+            "--full-filenames",
+            "--output",
+            str(self.output),
+        ]
         self.process = subprocess.Popen(
             command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
         )

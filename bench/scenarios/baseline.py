@@ -61,7 +61,9 @@ async def one_run(graph: Any) -> int:
         payload = Command(resume={"outputs": {call["id"]: '{"ok": true}' for call in pending}})
 
 
-async def lanes(graph: Any, model: FakeModel, concurrency: int, warmup: float, window: float) -> Any:
+async def lanes(
+    graph: Any, model: FakeModel, concurrency: int, warmup: float, window: float
+) -> Any:
     async def lane() -> None:
         while True:
             await one_run(graph)

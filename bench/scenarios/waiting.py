@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import multiprocessing
+import os
 import random
 import time
 from pathlib import Path
@@ -78,32 +79,33 @@ async def park(api: Api, agent: str, count: int) -> list[str]:
     async def one() -> str:
         async with gate:
             run = await api.start_run(await api.create_thread(agent))
-        result_status = run["status"]
-        while result_status != "requires_action":
-            async with gate:
-                run = await api.get_run(run["id"], wait=30)
-            result_status = run["status"]
-            if result_status in ("succeeded", "failed", "expired", "cancelled"):
-                raise RuntimeError(f"a parked run ended {result_status}: {run.get('error')}")
+            result = await api.drive(run, wait=30, stop_at="requires_action")
+        if result.status != "requires_action":
+            raise RuntimeError(f"a parked run ended {result.status}: {result.error}")
         return str(run["id"])
 
     return list(await asyncio.gather(*(one() for _ in range(count))))
 
 
 async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
-    parked_count = 1000 if quick else 10_000
+    parked_count = int(os.environ.get("JURU_BENCH_PARKED", 1000 if quick else 10_000))
     seconds = 5.0 if quick else 30.0
-    with stack(dialect, workers=ACTIVE_RUNS + 28, latency=0.0) as bench:
+    # Parked at 200 ms per call too: with an instant model a run would often reach
+    # `requires_action` before the client's `?wait=` arrives, and that wait would last 30 s.
+    with stack(dialect, workers=ACTIVE_RUNS + 28, latency=LATENCY) as bench:
         api = Api(bench.server.base_url, bench.key, connections=2 * ACTIVE_RUNS + 50)
         try:
             agent = await api.create_agent()
             await api.drive(await api.start_run(await api.create_thread(agent)))  # warm-up
             rss_before = bench.server.rss_bytes()
             started = time.monotonic()
-            parked = await park(api, agent, parked_count)
+            # In two halves: the second half's growth is the cost of one more parked run,
+            # apart from the high-water mark that parking at all leaves behind.
+            parked = await park(api, agent, parked_count // 2)
+            rss_half = bench.server.rss_bytes()
+            parked += await park(api, agent, parked_count - len(parked))
             parking_s = time.monotonic() - started
             rss_parked = bench.server.rss_bytes()
-            bench.model.set_latency(LATENCY)
             threads = list(
                 await asyncio.gather(*(api.create_thread(agent) for _ in range(ACTIVE_RUNS)))
             )
@@ -129,6 +131,8 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
         "rss_added_mib": (rss_parked - rss_before) / mib,
         "rss_after_load_mib": rss_after / mib,
         "kib_per_parked_run": (rss_parked - rss_before) / 1024 / parked_count,
+        "rss_half_mib": rss_half / mib,
+        "marginal_kib_per_parked_run": (rss_parked - rss_half) / 1024 / (parked_count / 2),
         "reads_sent": reads["sent"],
         "reads_errors": reads["errors"],
         "reads_rate_achieved": reads["sent"] / reads["elapsed"],
