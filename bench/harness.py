@@ -132,6 +132,20 @@ class Database:
         juru(self.url, self.workdir, "db", "upgrade")
         return self
 
+    def commits(self) -> int | None:
+        """Transactions committed in this database so far (PostgreSQL's statistics; None on
+        SQLite). The statistics collector lags a little: read it after the work settled."""
+        if not self._pg_name:
+            return None
+        import psycopg
+
+        with psycopg.connect(f"{POSTGRES_URL}/postgres", autocommit=True) as connection:
+            connection.execute("SELECT pg_stat_clear_snapshot()")
+            row = connection.execute(
+                "SELECT xact_commit FROM pg_stat_database WHERE datname = %s", (self._pg_name,)
+            ).fetchone()
+        return int(row[0]) if row else None
+
     def drop(self) -> None:
         if self._pg_name:
             import psycopg

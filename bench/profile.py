@@ -30,6 +30,8 @@ PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("juru", ("/juru/",)),
 )
 OTHER = "event loop + other"
+# Frames up to the event loop's are the process's root (uvicorn's `Server.run`): not a part.
+LOOP_FRAMES = ("/asyncio/runners.py", "/asyncio/events.py", "/asyncio/base_events.py")
 
 
 def py_spy() -> str | None:
@@ -54,8 +56,12 @@ def attribute(collapsed: str) -> Counter[str]:
         stack, _, count = line.rpartition(" ")
         if not stack or not count.isdigit():
             continue
+        frames = stack.split(";")
+        roots = [i for i, frame in enumerate(frames) if any(m in frame for m in LOOP_FRAMES)]
+        if roots:
+            frames = frames[roots[-1] + 1 :]
         part = OTHER
-        for frame in reversed(stack.split(";")):
+        for frame in reversed(frames):
             found = part_of(frame)
             if found is not None:
                 part = found
@@ -112,3 +118,36 @@ def shares(samples: Counter[str] | None) -> dict[str, float]:
     total = sum(samples.values())
     names = [name for name, _ in PARTS] + [OTHER]
     return {name: samples.get(name, 0) / total for name in names}
+
+
+def callers(collapsed: str, part: str, limit: int = 12) -> list[tuple[str, int]]:
+    """For the samples charged to `part`: the innermost Juru frame above them (who asked)."""
+    found: Counter[str] = Counter()
+    for line in collapsed.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        if attribute(line) != Counter({part: int(count)}):
+            continue
+        ours = [frame for frame in stack.split(";") if "/juru/" in frame]
+        name = ours[-1].split(" (")[0] if ours else "(no Juru frame: another thread)"
+        found[name] += int(count)
+    return found.most_common(limit)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m bench.profile FILE...`: the split, and who in Juru asks for each part."""
+    for path in argv if argv is not None else sys.argv[1:]:
+        collapsed = Path(path).read_text()
+        samples = attribute(collapsed)
+        total = sum(samples.values())
+        print(f"{path}: {total} samples")
+        for part, count in samples.most_common():
+            print(f"  {part:28} {100 * count / total:5.1f}%")
+            for name, hits in callers(collapsed, part, 6):
+                print(f"      {100 * hits / total:5.1f}%  {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

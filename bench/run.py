@@ -51,7 +51,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
+async def measure(
+    args: argparse.Namespace,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     names = [name.strip() for name in args.scenarios.split(",") if name.strip()]
     unknown = set(names) - set(SCENARIOS)
     if unknown:
@@ -60,16 +62,22 @@ async def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
     if "postgresql" in dialects and not postgres_reachable():
         console.print("[yellow]PostgreSQL is not reachable: its scenarios are skipped[/yellow]")
         dialects.remove("postgresql")
-    results = []
+    results: list[dict[str, Any]] = []
+    failures: list[dict[str, Any]] = []
     for name in names:
         # The baseline has no Juru database: it runs once.
         for dialect in ["in-process"] if name == "baseline" else dialects:
             console.print(f"[bold]{name}[/bold] on {dialect}{' (quick)' if args.quick else ''}")
-            result = await SCENARIOS[name](dialect, args.quick, args.out)
+            try:
+                result = await SCENARIOS[name](dialect, args.quick, args.out)
+            except Exception as error:  # one broken scenario must not lose the others
+                console.print_exception()
+                failures.append({"scenario": name, "db": dialect, "error": repr(error)})
+                continue
             (args.out / f"{name}-{dialect}.json").write_text(json.dumps(result, indent=2))
             report.print_tables([result], console)
             results.append(result)
-    return results
+    return results, failures
 
 
 def render(saved: dict[str, Any]) -> str:
@@ -91,6 +99,10 @@ def render(saved: dict[str, Any]) -> str:
         *(f"| {name} | {limit} | {value} | {verdict} |" for name, limit, value, verdict in targets),
         "",
         report.markdown(saved["results"]),
+        *(
+            f"- **{failure['scenario']} on {failure['db']} failed:** `{failure['error']}`"
+            for failure in saved.get("failures", [])
+        ),
         END,
     ]
     return "\n".join(block)
@@ -126,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     started = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     info = machine()
-    results = asyncio.run(measure(args))
+    results, failures = asyncio.run(measure(args))
     command = "python -m bench.run " + shlex.join(argv if argv is not None else sys.argv[1:])
     saved = {
         "date": started,
@@ -134,11 +146,12 @@ def main(argv: list[str] | None = None) -> int:
         "command": command,
         "quick": args.quick,
         "results": results,
+        "failures": failures,
     }
     latest.write_text(json.dumps(saved, indent=2))
     if args.write_results:
         write_results(saved)
-    return 0
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

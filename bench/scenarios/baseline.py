@@ -95,17 +95,18 @@ async def client_only(base_url: str, calls: int) -> dict[str, float]:
         model="gpt-4o", api_key="bench", base_url=base_url, http_async_client=http
     ).bind_tools([TOOL])
     bare = openai.AsyncOpenAI(base_url=base_url, api_key="bench", http_client=http)
-    messages = [{"role": "user", "content": "go"}]
+    messages: Any = [{"role": "user", "content": "go"}]
+    tools: Any = [TOOL]
     try:
         await chat.ainvoke("go")
         cpu = time.process_time()
         for _ in range(calls):
             await chat.ainvoke("go")
         langchain_ms = 1000 * (time.process_time() - cpu) / calls
-        await bare.chat.completions.create(model="gpt-4o", messages=messages, tools=[TOOL])
+        await bare.chat.completions.create(model="gpt-4o", messages=messages, tools=tools)
         cpu = time.process_time()
         for _ in range(calls):
-            await bare.chat.completions.create(model="gpt-4o", messages=messages, tools=[TOOL])
+            await bare.chat.completions.create(model="gpt-4o", messages=messages, tools=tools)
         bare_ms = 1000 * (time.process_time() - cpu) / calls
     finally:
         await http.aclose()

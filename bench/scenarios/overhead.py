@@ -27,6 +27,7 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
             agent = await api.create_agent()
             threads = [await api.create_thread(agent) for _ in range(runs + 1)]
             await api.drive(await api.start_run(threads.pop()))  # warm-up: imports, pools
+            commits_before = bench.database.commits()
             model_before = bench.model.stats()["requests"]
             cpu_before = bench.server.cpu_seconds()
             profiler = Profiler(bench.server.pid, out / f"overhead-{dialect}.pyspy.txt", 250)
@@ -45,9 +46,13 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
             cpu = bench.server.cpu_seconds() - cpu_before
             model_steps = bench.model.stats()["requests"] - model_before
             samples = profiler.stop()
+            commits_after = bench.database.commits()
         finally:
             await api.aclose()
     cpu_ms_per_step = 1000 * cpu / model_steps
+    commits = None
+    if commits_before is not None and commits_after is not None:
+        commits = (commits_after - commits_before) / model_steps
     split = {part: share * cpu_ms_per_step for part, share in shares(samples).items()}
     return {
         "scenario": "overhead",
@@ -64,6 +69,7 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
         "ratio_max": max(ratios),
         "server_cpu_ms_per_step": cpu_ms_per_step,
         "cpu_ms_per_step_by_part": split,
+        "db_commits_per_step": commits,
         "profile_samples": sum(samples.values()) if samples else 0,
         "profile_error": profiler.error,
     }
