@@ -108,6 +108,8 @@ class FakeModel:
     def stop(self) -> None:
         if self.process is not None:
             _stop_group(self.process)
+            if self.process.stdout is not None:
+                self.process.stdout.close()
 
 
 @dataclass

@@ -129,7 +129,6 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    signal.signal(signal.SIGTERM, _interrupt)
     args = parse(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     latest = args.out / "latest.json"
@@ -155,4 +154,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _interrupt)
     raise SystemExit(main())
