@@ -134,9 +134,9 @@ class Database:
         juru(self.url, self.workdir, "db", "upgrade")
         return self
 
-    def commits(self) -> int | None:
-        """Transactions committed in this database so far (PostgreSQL's statistics; None on
-        SQLite). The statistics collector lags a little: read it after the work settled."""
+    def pg_stats(self) -> dict[str, int] | None:
+        """Transactions committed and sessions opened in this database so far (PostgreSQL's
+        statistics; None on SQLite). They lag a little: read them after the work settled."""
         if not self._pg_name:
             return None
         import psycopg
@@ -144,9 +144,14 @@ class Database:
         with psycopg.connect(f"{POSTGRES_URL}/postgres", autocommit=True) as connection:
             connection.execute("SELECT pg_stat_clear_snapshot()")
             row = connection.execute(
-                "SELECT xact_commit FROM pg_stat_database WHERE datname = %s", (self._pg_name,)
+                "SELECT xact_commit, sessions FROM pg_stat_database WHERE datname = %s",
+                (self._pg_name,),
             ).fetchone()
-        return int(row[0]) if row else None
+        return {"commits": int(row[0]), "sessions": int(row[1])} if row else None
+
+    def commits(self) -> int | None:
+        stats = self.pg_stats()
+        return None if stats is None else stats["commits"]
 
     def drop(self) -> None:
         if self._pg_name:

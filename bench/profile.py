@@ -16,14 +16,15 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-# Innermost match wins; the order only matters for prefixes of one another.
+# Innermost match wins; the order only matters for prefixes of one another. anyio is neutral:
+# both httpx (the model client) and Starlette (thread pool, streams) run on it.
 PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("checkpointer", ("/langgraph/checkpoint/", "/ormsgpack/", "langgraph_checkpoint")),
     ("langgraph", ("/langgraph/",)),
     ("langchain", ("/langchain_core/", "/langchain_openai/", "/langsmith/")),
     (
         "openai client + HTTP pool",
-        ("/openai/", "/httpx/", "/httpx2/", "/httpcore/", "/httpcore2/", "/anyio/", "/h11/"),
+        ("/openai/", "/httpx/", "/httpx2/", "/httpcore/", "/httpcore2/", "/h11/"),
     ),
     ("database", ("/sqlalchemy/", "/aiosqlite/", "/sqlite3/", "/psycopg/", "/psycopg_pool/")),
     ("HTTP server", ("/uvicorn/", "/starlette/", "/fastapi/", "/httptools/")),
@@ -75,6 +76,10 @@ class Profiler:
 
     def __init__(self, pid: int, output: Path, rate: int = 97) -> None:
         self.pid, self.output, self.rate = pid, output, rate
+        # JURU_BENCH_WAITS=1: sample waiting threads too, with native frames, to see where
+        # time goes that is not CPU (lock waits, SQLite's busy handler); the split is then
+        # of wall time, not of CPU.
+        self.waits = os.environ.get("JURU_BENCH_WAITS") == "1"
         self.process: subprocess.Popen[bytes] | None = None
         self.error = ""
 
@@ -84,15 +89,8 @@ class Profiler:
             self.error = "py-spy is not installed (pip install -e '.[bench]')"
             return self
         command = [executable, "record", "--pid", str(self.pid), "--rate", str(self.rate)]
-        command += [
-            "--format",
-            "raw",
-            "--nonblocking",
-            "--gil",
-            "--full-filenames",
-            "--output",
-            str(self.output),
-        ]
+        mode = ["--idle", "--native"] if self.waits else ["--nonblocking", "--gil"]
+        command += ["--format", "raw", *mode, "--full-filenames", "--output", str(self.output)]
         self.process = subprocess.Popen(
             command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
         )
@@ -135,9 +133,28 @@ def callers(collapsed: str, part: str, limit: int = 12) -> list[tuple[str, int]]
     return found.most_common(limit)
 
 
+def leaves(collapsed: str, depth: int = 5, limit: int = 15) -> list[tuple[str, int]]:
+    """The most sampled innermost `depth` frames (function names only)."""
+    found: Counter[str] = Counter()
+    for line in collapsed.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if stack and count.isdigit():
+            frames = [frame.split(" (")[0] for frame in stack.split(";")[-depth:]]
+            found[" <- ".join(reversed(frames))] += int(count)
+    return found.most_common(limit)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """`python -m bench.profile FILE...`: the split, and who in Juru asks for each part."""
-    for path in argv if argv is not None else sys.argv[1:]:
+    """`python -m bench.profile [--leaves] FILE...`: the split and who in Juru asks for each
+    part, or the most sampled innermost frames."""
+    paths = list(argv if argv is not None else sys.argv[1:])
+    if paths and paths[0] == "--leaves":
+        for path in paths[1:]:
+            print(path)
+            for stack, count in leaves(Path(path).read_text()):
+                print(f"  {count:6}  {stack[:200]}")
+        return 0
+    for path in paths:
         collapsed = Path(path).read_text()
         samples = attribute(collapsed)
         total = sum(samples.values())

@@ -29,12 +29,14 @@ async def measure_lanes(
     try:
         await asyncio.sleep(warmup)  # the load runs meanwhile: this is the warm-up, not a sync
         model0, server0 = bench.model.stats(), bench.server.cpu_seconds()
+        pg0 = bench.database.pg_stats()
         client0, started = time.process_time(), time.monotonic()
         profiler = Profiler(bench.server.pid, profile, 97).start() if profile else None
         await asyncio.sleep(window)  # the measurement window
         model1, server1 = bench.model.stats(), bench.server.cpu_seconds()
         client1, elapsed = time.process_time(), time.monotonic() - started
         samples = profiler.stop() if profiler else None
+        pg1 = bench.database.pg_stats()
     finally:
         for task in lanes:
             task.cancel()
@@ -55,6 +57,8 @@ async def measure_lanes(
         "last_error": totals.last_error,
         "stalled_waits": totals.stalled_waits,
         "cpu_share_by_part": shares(samples),
+        # PostgreSQL only: new database sessions per second (a pool reconnecting shows here).
+        "pg_sessions_per_s": (pg1["sessions"] - pg0["sessions"]) / elapsed if pg0 and pg1 else None,
     }
 
 

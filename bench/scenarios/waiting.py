@@ -117,6 +117,10 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
             )
             context = multiprocessing.get_context("spawn")
             with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
+                # The control: the same reads with no active run.
+                quiet = await asyncio.get_running_loop().run_in_executor(
+                    pool, open_loop, bench.server.base_url, bench.key, parked, RATE, seconds / 2
+                )
                 load = asyncio.get_running_loop().run_in_executor(
                     pool, open_loop, bench.server.base_url, bench.key, parked, RATE, seconds
                 )
@@ -126,6 +130,7 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
         finally:
             await api.aclose()
     latencies = [1000 * value for value in reads["latencies"]]
+    quiet_latencies = [1000 * value for value in quiet["latencies"]]
     mib = 1024 * 1024
     return {
         "scenario": "waiting",
@@ -146,6 +151,9 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
         "get_p90_ms": percentile(latencies, 0.90),
         "get_p99_ms": percentile(latencies, 0.99),
         "get_max_ms": max(latencies, default=float("nan")),
+        "quiet_get_p50_ms": percentile(quiet_latencies, 0.50),
+        "quiet_get_p99_ms": percentile(quiet_latencies, 0.99),
+        "quiet_reads_errors": quiet["errors"],
         "active_runs": ACTIVE_RUNS,
         "active_steps_per_s": active["steps_per_s"],
         "server_cpu_util_under_load": active["server_cpu_util"],
