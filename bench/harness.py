@@ -206,8 +206,34 @@ class JuruServer:
         assert self.process is not None
         return self.process.pid
 
+    @property
+    def census_file(self) -> Path | None:
+        """Where the SQL census is written (JURU_BENCH_SQL=1 only; see bench/sql_census.py)."""
+        if self.env.get("JURU_BENCH_SQL") != "1":
+            return None
+        return self.database.workdir / "sql-census.json"
+
+    def sql_census(self) -> dict[str, int] | None:
+        """Statements run so far by verb and table, or None when the census is off."""
+        target = self.census_file
+        if target is None:
+            return None
+        target.unlink(missing_ok=True)
+        os.kill(self.pid, signal.SIGUSR1)
+        deadline = time.monotonic() + 10
+        while not target.exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError("the server wrote no SQL census")
+            time.sleep(0.01)  # polling for the file against a deadline
+        counts: dict[str, int] = json.loads(target.read_text())
+        return counts
+
     def start(self) -> JuruServer:
-        command = [sys.executable, "-m", "juru", "serve", "--port", str(self.port)]
+        module = "bench.sql_census" if self.census_file else "juru"
+        command = [sys.executable, "-m", module, "serve", "--port", str(self.port)]
+        if self.census_file:
+            self.env["JURU_BENCH_SQL_CENSUS"] = str(self.census_file)
+            self.env["PYTHONPATH"] = str(REPO)
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
                 command,

@@ -98,6 +98,7 @@ def waiting_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Row
         "active steps/s",
         "server CPU",
         "p50 / p99 ms, no active run",
+        "CPU ms per GET",
     ]
     rows = []
     for result in results:
@@ -120,6 +121,7 @@ def waiting_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Row
                 _f(result["active_steps_per_s"]),
                 f"{100 * result['server_cpu_util_under_load']:.0f}%",
                 f"{_f(result.get('quiet_get_p50_ms'))} / {_f(result.get('quiet_get_p99_ms'))}",
+                _f(result.get("quiet_cpu_ms_per_get"), 2),
             ]
         )
     return (

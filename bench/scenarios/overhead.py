@@ -28,6 +28,7 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
             threads = [await api.create_thread(agent) for _ in range(runs + 1)]
             await api.drive(await api.start_run(threads.pop()))  # warm-up: imports, pools
             commits_before = bench.database.commits()
+            census_before = bench.server.sql_census()
             model_before = bench.model.stats()["requests"]
             cpu_before = bench.server.cpu_seconds()
             profiler = Profiler(bench.server.pid, out / f"overhead-{dialect}.pyspy.txt", 250)
@@ -47,12 +48,20 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
             model_steps = bench.model.stats()["requests"] - model_before
             samples = profiler.stop()
             commits_after = bench.database.commits()
+            census_after = bench.server.sql_census()
         finally:
             await api.aclose()
     cpu_ms_per_step = 1000 * cpu / model_steps
     commits = None
     if commits_before is not None and commits_after is not None:
         commits = (commits_after - commits_before) / model_steps
+    sql: dict[str, float] | None = None
+    if census_before is not None and census_after is not None:
+        sql = {
+            shape: (count - census_before.get(shape, 0)) / model_steps
+            for shape, count in sorted(census_after.items(), key=lambda item: -item[1])
+            if count > census_before.get(shape, 0)
+        }
     split = {part: share * cpu_ms_per_step for part, share in shares(samples).items()}
     return {
         "scenario": "overhead",
@@ -70,6 +79,8 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
         "server_cpu_ms_per_step": cpu_ms_per_step,
         "cpu_ms_per_step_by_part": split,
         "db_commits_per_step": commits,
+        # JURU_BENCH_SQL=1: statements on Juru's engine per model step, by verb and table.
+        "sql_per_step": sql,
         "profile_samples": sum(samples.values()) if samples else 0,
         "profile_error": profiler.error,
     }

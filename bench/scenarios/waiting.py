@@ -118,9 +118,11 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
             context = multiprocessing.get_context("spawn")
             with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
                 # The control: the same reads with no active run.
+                quiet_cpu = bench.server.cpu_seconds()
                 quiet = await asyncio.get_running_loop().run_in_executor(
                     pool, open_loop, bench.server.base_url, bench.key, parked, RATE, seconds / 2
                 )
+                quiet_cpu = bench.server.cpu_seconds() - quiet_cpu
                 load = asyncio.get_running_loop().run_in_executor(
                     pool, open_loop, bench.server.base_url, bench.key, parked, RATE, seconds
                 )
@@ -154,6 +156,7 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
         "quiet_get_p50_ms": percentile(quiet_latencies, 0.50),
         "quiet_get_p99_ms": percentile(quiet_latencies, 0.99),
         "quiet_reads_errors": quiet["errors"],
+        "quiet_cpu_ms_per_get": 1000 * quiet_cpu / max(1, quiet["sent"]),
         "active_runs": ACTIVE_RUNS,
         "active_steps_per_s": active["steps_per_s"],
         "server_cpu_util_under_load": active["server_cpu_util"],
