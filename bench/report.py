@@ -82,7 +82,11 @@ def throughput_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[
                     _f(row.get("pg_sessions_per_s")),
                 ]
             )
-    return "2. Throughput: N concurrent runs at 200 ms per model call", header, rows
+    peaks = ", ".join(
+        f"{result['db']} {result['saturation_steps_per_s']:.1f} steps/s" for result in results
+    )
+    title = f"2. Throughput: N concurrent runs at 200 ms per model call (peak: {peaks})"
+    return title, header, rows
 
 
 def waiting_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Row]]:
