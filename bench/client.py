@@ -47,7 +47,13 @@ class Api:
         await self.http.aclose()
 
     async def _json(self, method: str, path: str, **options: Any) -> dict[str, Any]:
-        response = await self.http.request(method, path, **options)
+        try:
+            response = await self.http.request(method, path, **options)
+        except (httpx.ReadError, httpx.RemoteProtocolError):
+            if method != "GET":
+                raise
+            # A keep-alive connection the server closed as it was reused: a GET is safe again.
+            response = await self.http.request(method, path, **options)
         if response.status_code >= 400:
             raise RuntimeError(f"{method} {path}: {response.status_code} {response.text}")
         answer: dict[str, Any] = response.json()

@@ -229,7 +229,11 @@ class JuruServer:
         return counts
 
     def start(self) -> JuruServer:
-        module = "bench.sql_census" if self.census_file else "juru"
+        # JURU_BENCH_SERVE_MODULE runs the server through another module, for experiments
+        # (it must accept `serve --port P`, as `juru` and `bench.sql_census` do).
+        module = os.environ.get("JURU_BENCH_SERVE_MODULE") or (
+            "bench.sql_census" if self.census_file else "juru"
+        )
         command = [sys.executable, "-m", module, "serve", "--port", str(self.port)]
         if self.census_file:
             self.env["JURU_BENCH_SQL_CENSUS"] = str(self.census_file)
