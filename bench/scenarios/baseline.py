@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
 import tempfile
 import time
 import uuid
@@ -153,4 +154,5 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
             rows.append(sequential)
     finally:
         model.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
     return {"scenario": "baseline", "db": "in-process", "runs": runs, **client, "rows": rows}
