@@ -1,0 +1,145 @@
+"""The bench's client of the Hosted Agents API: it answers every client tool call at once and
+waits with `GET /v1/runs/:id?wait=`, never with a sleep loop."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from bench.harness import BENCH_MODEL, TOOL_NAME
+
+TERMINAL = frozenset({"succeeded", "failed", "expired", "cancelled"})
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": TOOL_NAME,
+        "description": "A client tool the bench answers at once",
+        "parameters": {"type": "object", "properties": {"step": {"type": "integer"}}},
+    },
+}
+
+
+@dataclass
+class RunResult:
+    status: str
+    steps: int
+    seconds: float
+    stalled_waits: int
+    error: str | None
+
+
+class Api:
+    """Thin async calls on `/v1` with one connection pool."""
+
+    def __init__(self, base_url: str, key: str, connections: int = 100) -> None:
+        limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
+        self.http = httpx.AsyncClient(
+            base_url=base_url,
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=httpx.Timeout(120.0, pool=600.0),
+            limits=limits,
+        )
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    async def _json(self, method: str, path: str, **options: Any) -> dict[str, Any]:
+        try:
+            response = await self.http.request(method, path, **options)
+        except (httpx.ReadError, httpx.RemoteProtocolError):
+            if method != "GET":
+                raise
+            # A keep-alive connection the server closed as it was reused: a GET is safe again.
+            response = await self.http.request(method, path, **options)
+        if response.status_code >= 400:
+            raise RuntimeError(f"{method} {path}: {response.status_code} {response.text}")
+        answer: dict[str, Any] = response.json()
+        return answer
+
+    async def create_agent(self, max_steps: int = 20) -> str:
+        body = {"name": "bench", "model_id": BENCH_MODEL, "tools": [TOOL], "max_steps": max_steps}
+        return str((await self._json("POST", "/v1/agents", json=body))["id"])
+
+    async def create_thread(self, agent_id: str) -> str:
+        return str((await self._json("POST", f"/v1/agents/{agent_id}/threads", json={}))["id"])
+
+    async def start_run(self, thread_id: str, text: str = "go") -> dict[str, Any]:
+        return await self._json("POST", f"/v1/threads/{thread_id}/runs", json={"input": text})
+
+    async def get_run(self, run_id: str, wait: float = 0) -> dict[str, Any]:
+        params = {"wait": wait} if wait else {}
+        return await self._json("GET", f"/v1/runs/{run_id}", params=params)
+
+    async def answer(self, run: dict[str, Any]) -> dict[str, Any]:
+        outputs = [
+            {"tool_call_id": call["id"], "output": '{"ok": true}'}
+            for call in run["pending_tool_calls"]
+        ]
+        return await self._json(
+            "POST", f"/v1/runs/{run['id']}/tool_outputs", json={"outputs": outputs}
+        )
+
+    async def drive(
+        self, run: dict[str, Any], wait: float = 30.0, stop_at: str | None = None
+    ) -> RunResult:
+        """Follow a run to its end (or to `stop_at`), answering its tool calls at once.
+
+        `?wait=` answers when the status differs from the one the run had when the request
+        arrived; if the run went back to `requires_action` before the request arrived, the
+        wait lasts its full length: such stalls are counted.
+        """
+        started = time.monotonic()
+        stalls = 0
+        while run["status"] not in TERMINAL and run["status"] != stop_at:
+            if run["status"] == "requires_action":
+                run = await self.answer(run)
+                continue
+            asked = time.monotonic()
+            seen = run["status"]
+            run = await self.get_run(run["id"], wait)
+            timed_out = time.monotonic() - asked >= wait * 0.95
+            if timed_out and seen != "requires_action" and run["status"] == "requires_action":
+                stalls += 1
+        return RunResult(
+            run["status"],
+            int(run["step_count"]),
+            time.monotonic() - started,
+            stalls,
+            run.get("error"),
+        )
+
+
+@dataclass
+class LaneTotals:
+    """What a set of lanes did: runs ended by status, model steps, stalled waits, errors."""
+
+    runs: int = 0
+    succeeded: int = 0
+    steps: int = 0
+    stalled_waits: int = 0
+    errors: int = 0
+    last_error: str = ""
+
+    def add(self, result: RunResult) -> None:
+        self.runs += 1
+        self.succeeded += result.status == "succeeded"
+        self.steps += result.steps
+        self.stalled_waits += result.stalled_waits
+        if result.status != "succeeded":
+            self.errors += 1
+            self.last_error = f"{result.status}: {result.error}"
+
+
+async def lane(api: Api, thread_id: str, totals: LaneTotals, wait: float) -> None:
+    """Run runs back to back on one thread until cancelled; a failed request ends the lane."""
+    while True:
+        try:
+            result = await api.drive(await api.start_run(thread_id), wait)
+        except (RuntimeError, httpx.HTTPError) as error:
+            totals.errors += 1
+            totals.last_error = f"{type(error).__name__}: {error}"[:300]
+            return
+        totals.add(result)

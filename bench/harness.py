@@ -1,0 +1,348 @@
+"""Processes of a benchmark: the fake model, a database, `juru serve`, and what they cost.
+
+Everything runs on this machine on free loopback ports; every process is started by the bench
+and stopped by it (by its own process group), whatever happens in between.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+STARTUP_DEADLINE_SECONDS = 120.0
+POSTGRES_URL = os.environ.get("JURU_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432")
+BENCH_MODEL = "openai/gpt-4o"
+TOOL_NAME = "bench_tool"
+# Rate limits lifted: the bench is one account sending thousands of requests a minute.
+NO_RATE_LIMITS = json.dumps({"paid": "100000000/minute", "corporate": "100000000/minute"})
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (all its threads), from /proc."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident set size of a process, from /proc."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+def _stop_group(process: subprocess.Popen[bytes], deadline: float = 10.0) -> None:
+    if process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=deadline)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+class FakeModel:
+    """`python -m bench.fake_model` as its own process."""
+
+    def __init__(self, log: Path, latency: float = 0.2, tool_calls: int = 4) -> None:
+        self.log, self.latency, self.tool_calls = log, latency, tool_calls
+        self.process: subprocess.Popen[bytes] | None = None
+        self.base_url = ""
+
+    @property
+    def root(self) -> str:
+        return self.base_url.removesuffix("/v1")
+
+    def start(self) -> FakeModel:
+        command = [sys.executable, "-m", "bench.fake_model", "--port", "0"]
+        command += ["--latency", str(self.latency), "--tool-calls", str(self.tool_calls)]
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(
+                command, cwd=REPO, stdout=subprocess.PIPE, stderr=log, start_new_session=True
+            )
+        assert self.process.stdout is not None
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.process.stdout, selectors.EVENT_READ)
+            ready = selector.select(30)
+        line = self.process.stdout.readline().decode() if ready else ""
+        if not line.startswith("LISTENING "):
+            self.stop()
+            raise RuntimeError(f"the fake model did not start: {line!r} {self.log.read_text()}")
+        self.base_url = line.split(maxsplit=1)[1].strip()
+        return self
+
+    def stats(self) -> dict[str, float]:
+        answer: dict[str, float] = httpx.get(f"{self.root}/_stats", timeout=10).json()
+        return answer
+
+    def set_latency(self, seconds: float) -> None:
+        httpx.post(f"{self.root}/_control", json={"latency": seconds}, timeout=10)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            _stop_group(self.process)
+            if self.process.stdout is not None:
+                self.process.stdout.close()
+
+
+@dataclass
+class Database:
+    """A fresh database for one server: a SQLite file, or a new PostgreSQL database."""
+
+    dialect: str
+    workdir: Path
+    url: str = ""
+    _pg_name: str = ""
+
+    def create(self) -> Database:
+        if self.dialect == "sqlite":
+            self.url = f"sqlite:///{self.workdir / 'juru.db'}"
+            return self
+        import psycopg
+
+        self._pg_name = f"juru_bench_{uuid.uuid4().hex[:10]}"
+        with psycopg.connect(f"{POSTGRES_URL}/postgres", autocommit=True) as connection:
+            connection.execute(f'CREATE DATABASE "{self._pg_name}"')
+        self.url = f"{POSTGRES_URL}/{self._pg_name}"
+        juru(self.url, self.workdir, "db", "upgrade")
+        return self
+
+    def pg_stats(self) -> dict[str, int] | None:
+        """Transactions committed and sessions opened in this database so far (PostgreSQL's
+        statistics; None on SQLite). They lag a little: read them after the work settled."""
+        if not self._pg_name:
+            return None
+        import psycopg
+
+        with psycopg.connect(f"{POSTGRES_URL}/postgres", autocommit=True) as connection:
+            connection.execute("SELECT pg_stat_clear_snapshot()")
+            row = connection.execute(
+                "SELECT xact_commit, sessions FROM pg_stat_database WHERE datname = %s",
+                (self._pg_name,),
+            ).fetchone()
+        return {"commits": int(row[0]), "sessions": int(row[1])} if row else None
+
+    def commits(self) -> int | None:
+        stats = self.pg_stats()
+        return None if stats is None else stats["commits"]
+
+    def drop(self) -> None:
+        if self._pg_name:
+            import psycopg
+
+            with psycopg.connect(f"{POSTGRES_URL}/postgres", autocommit=True) as connection:
+                connection.execute(f'DROP DATABASE IF EXISTS "{self._pg_name}" WITH (FORCE)')
+
+
+def juru(database_url: str, cwd: Path, *args: str) -> str:
+    """Run a `juru` CLI command on `database_url`; its standard output."""
+    done = subprocess.run(
+        [sys.executable, "-m", "juru", *args],
+        env={**os.environ, "JURU_DATABASE_URL": database_url},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"juru {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
+    return done.stdout
+
+
+class JuruServer:
+    """`juru serve` on a free port, pointed at the fake model, rate limits lifted."""
+
+    def __init__(
+        self, database: Database, model: FakeModel, workers: int, env: Mapping[str, str]
+    ) -> None:
+        self.database, self.model, self.workers = database, model, workers
+        self.port = free_port()
+        self.log = database.workdir / "juru-serve.log"
+        self.env = {
+            **os.environ,
+            "JURU_DATABASE_URL": database.url,
+            "JURU_WORKERS": str(workers),
+            "JURU_TIER_RATE_LIMITS": NO_RATE_LIMITS,
+            "OPENAI_BASE_URL": model.base_url,
+            "OPENAI_API_KEY": "bench",
+            **env,
+        }
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    @property
+    def census_file(self) -> Path | None:
+        """Where the SQL census is written (JURU_BENCH_SQL=1 only; see bench/sql_census.py)."""
+        if self.env.get("JURU_BENCH_SQL") != "1":
+            return None
+        return self.database.workdir / "sql-census.json"
+
+    def sql_census(self) -> dict[str, int] | None:
+        """Statements run so far by verb and table, or None when the census is off."""
+        target = self.census_file
+        if target is None:
+            return None
+        target.unlink(missing_ok=True)
+        os.kill(self.pid, signal.SIGUSR1)
+        deadline = time.monotonic() + 10
+        while not target.exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError("the server wrote no SQL census")
+            time.sleep(0.01)  # polling for the file against a deadline
+        counts: dict[str, int] = json.loads(target.read_text())
+        return counts
+
+    def start(self) -> JuruServer:
+        # JURU_BENCH_SERVE_MODULE runs the server through another module, for experiments
+        # (it must accept `serve --port P`, as `juru` and `bench.sql_census` do).
+        module = os.environ.get("JURU_BENCH_SERVE_MODULE") or (
+            "bench.sql_census" if self.census_file else "juru"
+        )
+        command = [sys.executable, "-m", module, "serve", "--port", str(self.port)]
+        if self.census_file:
+            self.env["JURU_BENCH_SQL_CENSUS"] = str(self.census_file)
+            self.env["PYTHONPATH"] = str(REPO)
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(
+                command,
+                cwd=self.database.workdir,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + STARTUP_DEADLINE_SECONDS
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"juru serve exited early:\n{self.log.read_text()}")
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{self.base_url}/health", timeout=1).status_code == 200:
+                    return self
+            time.sleep(0.05)  # polling the health check against a deadline
+        raise RuntimeError(f"juru serve not ready:\n{self.log.read_text()}")
+
+    def api_key(self) -> str:
+        """A key of an account with a large balance (paid models need one)."""
+        url, cwd = self.database.url, self.database.workdir
+        if self.database.dialect == "sqlite":
+            juru(url, cwd, "accounts", "topup", "local", "1000000000")
+            return (cwd / "local-api-key").read_text().strip()
+        juru(url, cwd, "accounts", "create", "bench", "--balance", "1000000000")
+        return juru(url, cwd, "keys", "create", "--account", "bench").splitlines()[-1]
+
+    def cpu_seconds(self) -> float:
+        return cpu_seconds(self.pid)
+
+    def rss_bytes(self) -> int:
+        return rss_bytes(self.pid)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            _stop_group(self.process)
+
+
+@dataclass
+class Stack:
+    """A fake model, a fresh database and a Juru server on it, with a funded key."""
+
+    dialect: str
+    workdir: Path
+    model: FakeModel
+    database: Database
+    server: JuruServer
+    key: str
+    logs: list[Path] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def stack(
+    dialect: str,
+    *,
+    workers: int = 8,
+    latency: float = 0.2,
+    tool_calls: int = 4,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[Stack]:
+    """Start everything a scenario needs; stop it all and drop the database on exit."""
+    workdir = Path(tempfile.mkdtemp(prefix=f"juru-bench-{dialect}-"))
+    model = FakeModel(workdir / "fake-model.log", latency, tool_calls)
+    database = Database(dialect, workdir)
+    server: JuruServer | None = None
+    try:
+        model.start()
+        database.create()
+        server = JuruServer(database, model, workers, env or {}).start()
+        yield Stack(dialect, workdir, model, database, server, server.api_key())
+    finally:
+        if server is not None:
+            server.stop()
+        model.stop()
+        database.drop()
+        if not os.environ.get("JURU_BENCH_KEEP"):
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def postgres_reachable() -> bool:
+    try:
+        import psycopg
+
+        with psycopg.connect(f"{POSTGRES_URL}/postgres", connect_timeout=3):
+            return True
+    except Exception:
+        return False
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    cpu = "unknown"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    mem_kb = 0
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            mem_kb = int(line.split()[1])
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
+        "ram_gib": round(mem_kb / 1024 / 1024, 1),
+        "python": sys.version.split()[0],
+        "load_average": os.getloadavg(),
+    }

@@ -1,0 +1,158 @@
+"""Scenario 4, baseline: Juru's hosted agent graph driven in-process by LangGraph, no server.
+
+The same graph (`build_hosted_agent`) and the same ChatOpenAI client on the same fake model,
+interrupts answered at once in-process; with LangGraph's in-memory saver and with its
+AsyncSqliteSaver. Also the model client alone (ChatOpenAI, then the bare openai client), so
+the runtime's cost per step is split from the client's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import openai
+from langchain_core.messages import HumanMessage
+from langchain_openai import ChatOpenAI
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.types import Command
+
+from bench.client import TOOL
+from bench.harness import FakeModel
+from juru.agents.hosted import build_hosted_agent, run_input
+
+LATENCY = 0.2
+STEPS_PER_RUN = 5
+
+
+@contextlib.asynccontextmanager
+async def saver(kind: str) -> AsyncIterator[Any]:
+    if kind == "memory":
+        yield InMemorySaver()
+        return
+    with tempfile.TemporaryDirectory(prefix="juru-bench-baseline-") as folder:
+        async with AsyncSqliteSaver.from_conn_string(str(Path(folder) / "cp.db")) as sqlite:
+            yield sqlite
+
+
+async def one_run(graph: Any) -> int:
+    """A run to its end, answering every interrupt at once; the model steps it took."""
+    config = {"configurable": {"thread_id": uuid.uuid4().hex}, "recursion_limit": 45}
+    payload: Any = run_input([HumanMessage("go")])
+    steps = 0
+    while True:
+        pending = None
+        async for _namespace, update in graph.astream(
+            payload, config, stream_mode="updates", subgraphs=True
+        ):
+            if "llm_call" in update:
+                steps += 1
+            if "__interrupt__" in update:
+                pending = update["__interrupt__"][0].value["pending_tool_calls"]
+        if pending is None:
+            return steps
+        payload = Command(resume={"outputs": {call["id"]: '{"ok": true}' for call in pending}})
+
+
+async def lanes(
+    graph: Any, model: FakeModel, concurrency: int, warmup: float, window: float
+) -> Any:
+    async def lane() -> None:
+        while True:
+            await one_run(graph)
+
+    tasks = [asyncio.create_task(lane()) for _ in range(concurrency)]
+    try:
+        await asyncio.sleep(warmup)  # the load runs meanwhile
+        before, cpu, started = model.stats()["requests"], time.process_time(), time.monotonic()
+        await asyncio.sleep(window)  # the measurement window
+        steps = model.stats()["requests"] - before
+        cpu, elapsed = time.process_time() - cpu, time.monotonic() - started
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return {
+        "concurrency": concurrency,
+        "steps_per_s": steps / elapsed,
+        "ideal_steps_per_s": concurrency / LATENCY,
+        "cpu_util": cpu / elapsed,
+        "cpu_ms_per_step": 1000 * cpu / steps if steps else None,
+    }
+
+
+async def client_only(base_url: str, calls: int) -> dict[str, float]:
+    """CPU per call of ChatOpenAI.ainvoke and of the bare openai client, on the same pool."""
+    http = openai.DefaultAsyncHttpxClient()
+    chat = ChatOpenAI(
+        model="gpt-4o", api_key="bench", base_url=base_url, http_async_client=http
+    ).bind_tools([TOOL])
+    bare = openai.AsyncOpenAI(base_url=base_url, api_key="bench", http_client=http)
+    messages: Any = [{"role": "user", "content": "go"}]
+    tools: Any = [TOOL]
+    try:
+        await chat.ainvoke("go")
+        cpu = time.process_time()
+        for _ in range(calls):
+            await chat.ainvoke("go")
+        langchain_ms = 1000 * (time.process_time() - cpu) / calls
+        await bare.chat.completions.create(model="gpt-4o", messages=messages, tools=tools)
+        cpu = time.process_time()
+        for _ in range(calls):
+            await bare.chat.completions.create(model="gpt-4o", messages=messages, tools=tools)
+        bare_ms = 1000 * (time.process_time() - cpu) / calls
+    finally:
+        await http.aclose()
+    return {"chatopenai_cpu_ms_per_call": langchain_ms, "openai_cpu_ms_per_call": bare_ms}
+
+
+async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
+    """`dialect` names the row only: the baseline has no Juru database."""
+    runs = 5 if quick else 30
+    levels = [10, 50] if quick else [10, 100, 500]
+    warmup, window = (2.0, 5.0) if quick else (5.0, 20.0)
+    workdir = Path(tempfile.mkdtemp(prefix="juru-bench-baseline-"))
+    model = FakeModel(workdir / "fake-model.log", LATENCY, STEPS_PER_RUN - 1).start()
+    rows = []
+    try:
+        model.set_latency(0.0)
+        client = await client_only(model.base_url, 50 if quick else 300)
+        model.set_latency(LATENCY)
+        for kind in ("memory", "sqlite"):
+            http = openai.DefaultAsyncHttpxClient()
+            chat = ChatOpenAI(
+                model="gpt-4o",
+                api_key="bench",
+                base_url=model.base_url,
+                stream_usage=True,
+                http_async_client=http,
+            )
+            async with saver(kind) as checkpointer:
+                graph = build_hosted_agent(chat, [TOOL], "").copy({"checkpointer": checkpointer})
+                await one_run(graph)  # warm-up
+                cpu, started, steps = time.process_time(), time.monotonic(), 0
+                for _ in range(runs):
+                    steps += await one_run(graph)
+                cpu, elapsed = time.process_time() - cpu, time.monotonic() - started
+                sequential = {
+                    "checkpointer": kind,
+                    "cpu_ms_per_step": 1000 * cpu / steps,
+                    "ratio": elapsed / (steps * LATENCY),
+                    "concurrent": [
+                        await lanes(graph, model, level, warmup, window) for level in levels
+                    ],
+                }
+            await http.aclose()
+            rows.append(sequential)
+    finally:
+        model.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return {"scenario": "baseline", "db": "in-process", "runs": runs, **client, "rows": rows}

@@ -1,0 +1,82 @@
+"""The benchmark harness must not rot: its fake model answers the real OpenAI client, the profile
+attribution charges the right parts, and the overhead scenario runs end to end in quick mode."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from bench import run
+from bench.client import TOOL
+from bench.harness import FakeModel
+from bench.profile import attribute
+
+pytestmark = pytest.mark.e2e
+
+
+def test_fake_model_calls_the_tool_k_times_then_answers(tmp_path: Path) -> None:
+    model = FakeModel(tmp_path / "fake.log", latency=0.0, tool_calls=2).start()
+    try:
+        client = openai.OpenAI(base_url=model.base_url, api_key="bench", max_retries=0)
+        messages: Any = [{"role": "user", "content": "go"}]
+        tools: Any = [TOOL]
+        for step in range(2):
+            reply = client.chat.completions.create(
+                model="gpt-4o",
+                messages=messages,
+                tools=[TOOL],  # type: ignore[arg-type, list-item]
+            )
+            call: Any = (reply.choices[0].message.tool_calls or [])[0]
+            assert call.function.arguments == json.dumps({"step": step}, separators=(",", ":"))
+            messages.append(reply.choices[0].message.model_dump(exclude_none=True))
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": "ok"})
+        chunks = client.chat.completions.create(
+            model="gpt-4o",
+            messages=messages,
+            tools=tools,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        assert text == "done"
+        assert model.stats()["requests"] == 3
+    finally:
+        model.stop()
+
+
+def test_profile_charges_the_innermost_known_part() -> None:
+    collapsed = "\n".join(
+        [
+            "run (/x/uvicorn/server.py:1);ainvoke (/x/langchain_core/a.py:2);"
+            "post (/x/openai/_base_client.py:3);dumps (/usr/lib/json/__init__.py:4) 3",
+            "run (/x/uvicorn/server.py:1);put (/x/langgraph/checkpoint/sqlite/aio.py:5) 2",
+            "run (/x/uvicorn/server.py:1);execute (/x/sqlalchemy/engine/base.py:6) 1",
+            "run (/x/uvicorn/server.py:1);Runner.run (/usr/lib/asyncio/runners.py:118) 4",
+            "run (/x/uvicorn/server.py:1);Runner.run (/usr/lib/asyncio/runners.py:118);"
+            "step (/usr/lib/asyncio/tasks.py:9);get (/x/juru/store/runs.py:1) 5",
+        ]
+    )
+    assert attribute(collapsed) == {
+        "openai client + HTTP pool": 3,
+        "checkpointer": 2,
+        "database": 1,
+        "event loop + other": 4,
+        "juru": 5,
+    }
+
+
+def test_overhead_scenario_quick(tmp_path: Path) -> None:
+    assert (
+        run.main(["--db", "sqlite", "--scenarios", "overhead", "--quick", "--out", str(tmp_path)])
+        == 0
+    )
+    result = json.loads((tmp_path / "overhead-sqlite.json").read_text())
+    assert result["model_steps"] == result["runs"] * 5
+    assert result["ratio_median"] > 1.0
+    assert result["server_cpu_ms_per_step"] > 0
+    saved = json.loads((tmp_path / "latest.json").read_text())
+    assert [r["scenario"] for r in saved["results"]] == ["overhead"]
