@@ -6,7 +6,8 @@ Run a server (`./scripts/quickstart`), then:
 
 It creates an agent with a `get_weather` tool, a thread, and a run; whenever the run stops in
 `requires_action`, it executes the requested calls itself and submits the outputs, until the run
-ends. Waiting uses `GET /v1/runs/:id?wait=30`, which answers as soon as the status changes.
+ends. Waiting uses `GET /v1/runs/:id?wait=30`, which answers as soon as the run needs the
+tool outputs or has ended.
 """
 
 from __future__ import annotations

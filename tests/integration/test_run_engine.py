@@ -349,6 +349,28 @@ class TestWaiting:
         response = await asyncio.wait_for(waiter, timeout=10)
         assert response.json()["status"] == "cancelled"
 
+    async def test_wait_follows_a_run_until_it_needs_the_caller(
+        self, hosted: HostedHarness
+    ) -> None:
+        run = await hosted.new_run()
+        waiter = asyncio.create_task(hosted.client.get(f"/v1/runs/{run['id']}?wait=30"))
+        await _until(lambda: _has_watcher(hosted, run["id"]))
+        await hosted.work()  # queued, running, then requires_action: one answer, at the pause
+        paused = (await asyncio.wait_for(waiter, timeout=10)).json()
+        assert paused["status"] == "requires_action" and paused["pending_tool_calls"]
+
+    async def test_a_run_already_waiting_for_the_caller_answers_at_once(
+        self, hosted: HostedHarness
+    ) -> None:
+        # The race a fast model creates: the run is back in requires_action before the
+        # client's wait arrives. Nothing will change until the client acts, so no waiting.
+        run = await hosted.new_run()
+        await hosted.work()
+        response = await asyncio.wait_for(
+            hosted.client.get(f"/v1/runs/{run['id']}?wait=30"), timeout=10
+        )
+        assert response.json()["status"] == "requires_action"
+
     async def test_wait_gives_up_at_the_deadline(self, hosted: HostedHarness) -> None:
         run = await hosted.new_run()
         response = await hosted.client.get(f"/v1/runs/{run['id']}?wait=0.2")

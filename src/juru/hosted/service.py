@@ -27,6 +27,7 @@ from juru.store.records import AgentRecord, RunRecord, ThreadRecord, TranscriptM
 from juru.store.usage import UsageLine
 
 MAX_WAIT_SECONDS = 30.0
+SERVER_WORKING = frozenset({RunStatus.QUEUED.value, RunStatus.RUNNING.value})
 
 
 @dataclass
@@ -178,15 +179,17 @@ class HostedService:
         await self.thread(account_id, thread_id)
         return await run_store.list_runs(self.engine, account_id, thread_id, page)
 
-    async def wait_for_change(self, account_id: str, run_id: str, seconds: float) -> RunRecord:
-        """The run as soon as its status differs from now, or after `seconds` at the latest."""
+    async def wait_while_working(self, account_id: str, run_id: str, seconds: float) -> RunRecord:
+        """The run as soon as the server stops working on it (it waits for the caller's tool
+        outputs, or it ended), or after `seconds` at the latest. Waiting for the caller is not
+        waiting for a change: a run already back in `requires_action` answers at once, so a
+        client never loses a wait to a fast model."""
         if not 0 <= seconds <= MAX_WAIT_SECONDS:
             raise invalid(f"wait must be between 0 and {MAX_WAIT_SECONDS:g} seconds")
         deadline = monotonic_clock.monotonic() + seconds
         async with self.machine.events.watch(run_id) as changed:
             run = await self.run(account_id, run_id)
-            status = run.status
-            while run.status == status and not RunStatus(status).is_terminal:
+            while run.status in SERVER_WORKING:
                 remaining = deadline - monotonic_clock.monotonic()
                 if remaining <= 0:
                     break

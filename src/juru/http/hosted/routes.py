@@ -146,11 +146,15 @@ async def get_run(
     account: Account,
     hosted: Hosted,
     wait: Annotated[
-        float, Query(description="Seconds (at most 30) to wait for the status to change.")
+        float,
+        Query(
+            description="Seconds (at most 30) to wait while the run is queued or running: the "
+            "answer comes as soon as it needs your tool outputs or has ended."
+        ),
     ] = 0,
 ) -> dict[str, Any]:
     if wait:
-        return RunOut.of(await hosted.wait_for_change(account, run_id, wait))
+        return RunOut.of(await hosted.wait_while_working(account, run_id, wait))
     return RunOut.of(await hosted.run(account, run_id))
 
 
