@@ -58,7 +58,14 @@ def serve(
         f" · agent runtime {settings.runtime_agent if settings.runtime_enabled else 'off'}"
     )
     configure_logging()
-    uvicorn.run(create_app(settings), host=bind_host, port=bind_port, log_level="info")
+    # Long-polls (`?wait=` up to 30 s) must not hold a stopping server: 10 s, then they are cut.
+    uvicorn.run(
+        create_app(settings),
+        host=bind_host,
+        port=bind_port,
+        log_level="info",
+        timeout_graceful_shutdown=10,
+    )
 
 
 @cli.command()
