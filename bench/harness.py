@@ -12,7 +12,6 @@ import os
 import selectors
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,21 +24,15 @@ from typing import Any
 
 import httpx
 
+from tests.support.server import ServerProcess, api_key, free_port, run_juru
+
 REPO = Path(__file__).resolve().parents[1]
-STARTUP_DEADLINE_SECONDS = 120.0
 POSTGRES_URL = os.environ.get("JURU_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432")
 BENCH_MODEL = "openai/gpt-4o"
 TOOL_NAME = "bench_tool"
 # Rate limits lifted: the bench is one account sending thousands of requests a minute.
 NO_RATE_LIMITS = json.dumps({"paid": "100000000/minute", "corporate": "100000000/minute"})
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def cpu_seconds(pid: int) -> float:
@@ -131,7 +124,7 @@ class Database:
         with psycopg.connect(f"{POSTGRES_URL}/postgres", autocommit=True) as connection:
             connection.execute(f'CREATE DATABASE "{self._pg_name}"')
         self.url = f"{POSTGRES_URL}/{self._pg_name}"
-        juru(self.url, self.workdir, "db", "upgrade")
+        run_juru(self.url, "db", "upgrade", cwd=self.workdir)
         return self
 
     def pg_stats(self) -> dict[str, int] | None:
@@ -161,22 +154,6 @@ class Database:
                 connection.execute(f'DROP DATABASE IF EXISTS "{self._pg_name}" WITH (FORCE)')
 
 
-def juru(database_url: str, cwd: Path, *args: str) -> str:
-    """Run a `juru` CLI command on `database_url`; its standard output."""
-    done = subprocess.run(
-        [sys.executable, "-m", "juru", *args],
-        env={**os.environ, "JURU_DATABASE_URL": database_url},
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"juru {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
-    return done.stdout
-
-
 class JuruServer:
     """`juru serve` on a free port, pointed at the fake model, rate limits lifted."""
 
@@ -184,8 +161,6 @@ class JuruServer:
         self, database: Database, model: FakeModel, workers: int, env: Mapping[str, str]
     ) -> None:
         self.database, self.model, self.workers = database, model, workers
-        self.port = free_port()
-        self.log = database.workdir / "juru-serve.log"
         self.env = {
             **os.environ,
             "JURU_DATABASE_URL": database.url,
@@ -195,16 +170,27 @@ class JuruServer:
             "OPENAI_API_KEY": "bench",
             **env,
         }
-        self.process: subprocess.Popen[bytes] | None = None
+        # JURU_BENCH_SERVE_MODULE runs the server through another module, for experiments
+        # (it must accept `serve --port P`, as `juru` and `bench.sql_census` do).
+        module = os.environ.get("JURU_BENCH_SERVE_MODULE") or (
+            "bench.sql_census" if self.census_file else "juru"
+        )
+        if self.census_file:
+            self.env["JURU_BENCH_SQL_CENSUS"] = str(self.census_file)
+            self.env["PYTHONPATH"] = str(REPO)
+        port = free_port()
+        command = [sys.executable, "-m", module, "serve", "--port", str(port)]
+        log = database.workdir / "juru-serve.log"
+        self.process = ServerProcess(command, port, self.env, log, cwd=database.workdir)
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return self.process.base_url
 
     @property
     def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
+        assert self.process.process is not None
+        return self.process.process.pid
 
     @property
     def census_file(self) -> Path | None:
@@ -229,42 +215,12 @@ class JuruServer:
         return counts
 
     def start(self) -> JuruServer:
-        # JURU_BENCH_SERVE_MODULE runs the server through another module, for experiments
-        # (it must accept `serve --port P`, as `juru` and `bench.sql_census` do).
-        module = os.environ.get("JURU_BENCH_SERVE_MODULE") or (
-            "bench.sql_census" if self.census_file else "juru"
-        )
-        command = [sys.executable, "-m", module, "serve", "--port", str(self.port)]
-        if self.census_file:
-            self.env["JURU_BENCH_SQL_CENSUS"] = str(self.census_file)
-            self.env["PYTHONPATH"] = str(REPO)
-        with self.log.open("wb") as log:
-            self.process = subprocess.Popen(
-                command,
-                cwd=self.database.workdir,
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        deadline = time.monotonic() + STARTUP_DEADLINE_SECONDS
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"juru serve exited early:\n{self.log.read_text()}")
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{self.base_url}/health", timeout=1).status_code == 200:
-                    return self
-            time.sleep(0.05)  # polling the health check against a deadline
-        raise RuntimeError(f"juru serve not ready:\n{self.log.read_text()}")
+        self.process.start()
+        return self
 
     def api_key(self) -> str:
         """A key of an account with a large balance (paid models need one)."""
-        url, cwd = self.database.url, self.database.workdir
-        if self.database.dialect == "sqlite":
-            juru(url, cwd, "accounts", "topup", "local", "1000000000")
-            return (cwd / "local-api-key").read_text().strip()
-        juru(url, cwd, "accounts", "create", "bench", "--balance", "1000000000")
-        return juru(url, cwd, "keys", "create", "--account", "bench").splitlines()[-1]
+        return api_key(self.database.url, "1000000000", "bench", cwd=self.database.workdir)
 
     def cpu_seconds(self) -> float:
         return cpu_seconds(self.pid)
@@ -273,8 +229,7 @@ class JuruServer:
         return rss_bytes(self.pid)
 
     def stop(self) -> None:
-        if self.process is not None:
-            _stop_group(self.process)
+        self.process.stop()
 
 
 @dataclass

@@ -103,27 +103,31 @@ class ServerProcess:
         self.stop()
 
 
-def run_juru(database_url: str, *args: str) -> str:
-    """Run a `juru` command on `database_url`; its standard output."""
+def run_juru(database_url: str, *args: str, cwd: Path = REPO) -> str:
+    """Run a `juru` command on `database_url`; its standard output (RuntimeError if it fails)."""
     done = subprocess.run(
         [*juru_command(), *args],
         env={**os.environ, "JURU_DATABASE_URL": database_url},
-        cwd=REPO,
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
+    if done.returncode != 0:
+        raise RuntimeError(f"juru {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
     return done.stdout
 
 
-def api_key(database_url: str, balance: str = "1000000") -> str:
+def api_key(
+    database_url: str, balance: str = "1000000", account: str = "e2e", cwd: Path = REPO
+) -> str:
     """A funded key for a server on `database_url`: on SQLite, the local key the server wrote
     at its first start (then topped up); on PostgreSQL, an account and key made with the CLI."""
     if database_url.startswith("sqlite"):
         key_file = Path(database_url.removeprefix("sqlite:///")).parent / "local-api-key"
-        run_juru(database_url, "accounts", "topup", "local", balance)
+        run_juru(database_url, "accounts", "topup", "local", balance, cwd=cwd)
         return key_file.read_text().strip()
-    run_juru(database_url, "accounts", "create", "e2e", "--balance", balance)
-    return run_juru(database_url, "keys", "create", "--account", "e2e").splitlines()[-1]
+    run_juru(database_url, "accounts", "create", account, "--balance", balance, cwd=cwd)
+    created = run_juru(database_url, "keys", "create", "--account", account, cwd=cwd)
+    return created.splitlines()[-1]
