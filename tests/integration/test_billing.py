@@ -18,11 +18,9 @@ from juru.store.tables import usage_charges
 from juru.store.usage import charges_of_run
 from tests.conftest import openai_env, start_client
 from tests.integration.test_run_engine import OPENAI_MODEL, WEATHER_CALL
+from tests.integration.test_usage import mini_price
 from tests.support.fake_openai import FakeOpenAIServer
 from tests.support.hosted import HostedHarness
-
-# gpt-4o-mini in the built-in catalog: Rupiah per million tokens.
-MINI_INPUT, MINI_OUTPUT = Decimal(2475), Decimal(9900)
 
 
 async def use_account(hosted: HostedHarness, name: str, balance: Decimal | str) -> str:
@@ -82,10 +80,6 @@ async def test_a_run_without_funds_never_calls_a_paid_model(
     assert (await hosted_openai.get_run(demo["id"]))["status"] == "requires_action"
 
 
-def step_cost(charge: dict[str, Any]) -> Decimal:
-    return (MINI_INPUT * charge["input_tokens"] + MINI_OUTPUT * charge["output_tokens"]) / 10**6
-
-
 async def test_concurrent_runs_overdraw_by_at_most_one_step_each(
     hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
 ) -> None:
@@ -111,7 +105,7 @@ async def test_concurrent_runs_overdraw_by_at_most_one_step_each(
     balance = await balance_of(hosted.context.engine, account_id)
     assert balance == opening - ledger_sum(every_charge)
     # The bound: each run may have had one step in flight when the balance ran out.
-    largest_step = max(step_cost(charge) for charge in every_charge)
+    largest_step = max(mini_price(c["input_tokens"], c["output_tokens"]) for c in every_charge)
     assert balance < 0
     assert -balance <= len(runs) * largest_step
 

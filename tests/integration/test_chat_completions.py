@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from decimal import Decimal
 from typing import Any
 
 import httpx
@@ -16,10 +15,9 @@ from sqlalchemy import select
 from juru.store.accounts import balance_of
 from juru.store.tables import usage_charges
 from tests.integration.test_run_engine import OPENAI_MODEL
+from tests.integration.test_usage import mini_price
 from tests.support.fake_openai import FakeOpenAIServer
 from tests.support.hosted import WEATHER_TOOL, HostedHarness, api_error
-
-MINI_INPUT, MINI_OUTPUT = Decimal(2475), Decimal(9900)
 
 
 @pytest.fixture
@@ -40,10 +38,6 @@ async def ledger(hosted: HostedHarness) -> list[Any]:
         return list(
             (await connection.execute(select(usage_charges).order_by(usage_charges.c.id))).all()
         )
-
-
-def price(input_tokens: int, output_tokens: int) -> Decimal:
-    return (MINI_INPUT * input_tokens + MINI_OUTPUT * output_tokens) / 10**6
 
 
 async def test_a_plain_completion_is_answered_and_charged(
@@ -76,7 +70,7 @@ async def test_a_plain_completion_is_answered_and_charged(
     assert (charge.source, charge.model_id, charge.run_id) == ("chat", OPENAI_MODEL, None)
     assert charge.input_tokens == completion.usage.prompt_tokens
     assert charge.output_tokens == completion.usage.completion_tokens
-    assert charge.cost_rupiah == price(charge.input_tokens, charge.output_tokens) > 0
+    assert charge.cost_rupiah == mini_price(charge.input_tokens, charge.output_tokens) > 0
     after = await balance_of(hosted_openai.context.engine, hosted_openai.account_id)
     assert after == before - charge.cost_rupiah
 
@@ -148,7 +142,7 @@ async def test_streaming_sends_chunks_then_done_and_is_charged(
         usage.prompt_tokens,
         usage.completion_tokens,
     )
-    assert charge.cost_rupiah == price(usage.prompt_tokens, usage.completion_tokens)
+    assert charge.cost_rupiah == mini_price(usage.prompt_tokens, usage.completion_tokens)
 
 
 async def test_streamed_tool_calls_arrive_as_deltas(

@@ -10,7 +10,13 @@ from tests.integration.test_run_engine import OPENAI_MODEL, WEATHER_CALL
 from tests.support.fake_openai import FakeOpenAIServer
 from tests.support.hosted import HostedHarness
 
+# gpt-4o-mini in the built-in catalog: Rupiah per million tokens.
 MINI_INPUT, MINI_OUTPUT = Decimal(2475), Decimal(9900)
+
+
+def mini_price(input_tokens: int, output_tokens: int) -> Decimal:
+    """What a gpt-4o-mini call costs at list price, worked out here rather than by the code."""
+    return (MINI_INPUT * input_tokens + MINI_OUTPUT * output_tokens) / 1_000_000
 
 
 async def finished_weather_run(hosted: HostedHarness, **agent: Any) -> dict[str, Any]:
@@ -34,9 +40,7 @@ async def test_each_model_call_is_one_charge_and_the_run_total_is_their_sum(
     ]
     for charge in charges:
         assert charge["input_tokens"] > 0 and charge["output_tokens"] > 0
-        expected = (
-            MINI_INPUT * charge["input_tokens"] + MINI_OUTPUT * charge["output_tokens"]
-        ) / 1_000_000
+        expected = mini_price(charge["input_tokens"], charge["output_tokens"])
         assert charge["cost_rupiah"] == expected
     total = sum((c["cost_rupiah"] for c in charges), Decimal(0))
     assert total > 0 and Decimal(str(run["cost_rupiah"])) == total

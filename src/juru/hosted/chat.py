@@ -128,8 +128,6 @@ class ChatCompletions:
         """One `chat.completion` object; the call is charged before it is returned."""
         try:
             reply = await chat.runnable.ainvoke(chat.messages)
-        except ApiError:
-            raise
         except Exception as error:
             raise _upstream_error(error) from error
         await self._charge(chat, reply)

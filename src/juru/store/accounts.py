@@ -48,14 +48,6 @@ async def account_named(engine: AsyncEngine, name: str) -> AccountRecord | None:
     return None if row is None else AccountRecord.from_row(row._mapping)
 
 
-async def account_by_id(engine: AsyncEngine, account_id: str) -> AccountRecord | None:
-    async with engine.connect() as connection:
-        row = (
-            await connection.execute(select(accounts).where(accounts.c.id == account_id))
-        ).first()
-    return None if row is None else AccountRecord.from_row(row._mapping)
-
-
 async def balance_of(engine: AsyncEngine, account_id: str) -> Decimal:
     async with engine.connect() as connection:
         balance = await connection.scalar(
