@@ -14,7 +14,7 @@ from fastapi import FastAPI
 from httpx import ASGITransport, AsyncClient
 
 from juru.app import create_app
-from juru.engine.clock import ManualClock
+from juru.core.clock import ManualClock
 from juru.settings import Settings
 from juru.store.checkpointer import open_checkpointer
 from juru.store.migrations import upgrade_to_head

@@ -10,7 +10,7 @@ from fastapi.middleware.cors import CORSMiddleware
 
 import juru
 from juru.context import open_context, running_workers
-from juru.engine.clock import Clock
+from juru.core.clock import Clock
 from juru.engine.machine import RunLimits
 from juru.http import health, playground, reasoning_engine
 from juru.http.errors import install_error_handlers

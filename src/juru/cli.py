@@ -14,7 +14,7 @@ import uvicorn
 from rich.console import Console
 
 from juru.billing.accounts import AccountAdmin, AccountAdminError, parse_rupiah
-from juru.engine.clock import SystemClock
+from juru.core.clock import SystemClock
 from juru.settings import Settings
 from juru.store.database import create_engine
 from juru.store.migrations import upgrade_to_head

@@ -18,9 +18,9 @@ from juru.agents.registry import FeatureRegistry
 from juru.billing.access import Access
 from juru.billing.accounts import LOCAL_KEY_FILE, AccountAdmin
 from juru.billing.meter import Meter
-from juru.billing.pricing import PriceRules
 from juru.billing.rate_limits import RateLimiter
-from juru.engine.clock import Clock, SystemClock
+from juru.core.clock import Clock, SystemClock
+from juru.core.money import PriceRules
 from juru.engine.events import LocalRunEvents, PostgresRunEvents, RunEvents
 from juru.engine.execution import RunContext
 from juru.engine.graphs import CompiledGraphs

@@ -17,7 +17,7 @@ from limits import parse_many
 from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from juru.billing.pricing import VolumeDiscount
+from juru.core.money import VolumeDiscount
 
 DEFAULT_PLAYGROUND_ORIGINS = ("http://127.0.0.1:8001", "http://localhost:8001")
 DEFAULT_TIER_RATE_LIMITS = {"paid": "120/minute", "corporate": "300/minute"}

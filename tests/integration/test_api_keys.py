@@ -11,7 +11,7 @@ from fastapi.routing import APIRoute, iter_route_contexts
 from sqlalchemy import select
 
 from juru.app import create_app
-from juru.billing.keys import KEY_PREFIX, hash_key
+from juru.core.keys import KEY_PREFIX, hash_key
 from juru.settings import Settings
 from juru.store.accounts import count_accounts
 from juru.store.tables import accounts, api_keys

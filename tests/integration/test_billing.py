@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import select
 
 from juru.app import create_app
-from juru.engine.clock import ManualClock
+from juru.core.clock import ManualClock
 from juru.settings import Settings
 from juru.store.accounts import account_named, balance_of
 from juru.store.tables import usage_charges

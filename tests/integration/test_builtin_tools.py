@@ -15,7 +15,7 @@ import pytest
 from httpx import ASGITransport, AsyncClient
 
 from juru.app import create_app
-from juru.engine.clock import ManualClock
+from juru.core.clock import ManualClock
 from juru.settings import Settings
 from juru.store.accounts import account_named
 from juru.store.usage import charges_of_run

@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import text, update
 from sqlalchemy.exc import IntegrityError
 
+from juru.core.states import RunStatus
 from juru.engine.execution import hosted_thread_key
-from juru.engine.states import RunStatus
 from juru.store import runs as run_store
 from juru.store.pruning import count_checkpoints
 from juru.store.tables import runs

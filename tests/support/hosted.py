@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from httpx import AsyncClient, Response
 
 from juru.context import AppContext
-from juru.engine.clock import ManualClock
+from juru.core.clock import ManualClock
 from juru.engine.worker import Reaper, Worker
 from juru.store.accounts import account_named
 from juru.tools import text_to_speech

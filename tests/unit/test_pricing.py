@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from juru.billing.pricing import PriceRules, VolumeDiscount, to_micro
+from juru.core.money import PriceRules, VolumeDiscount, to_micro
 
 RULES = PriceRules(
     {"corporate": Decimal(10)},

@@ -24,8 +24,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import interrupt
 
 from juru.agents.tool_agent import close_dangling_calls, error_result, unanswered_calls
-from juru.billing.pricing import to_micro
-from juru.store.types import MICRO
+from juru.core.money import MICRO, to_micro
 from juru.tools.errors import BuiltinToolError
 from juru.tools.runtime import BUILTIN_SCHEMAS, BuiltinRuntime
 

@@ -7,12 +7,10 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from juru.billing.keys import KEY_PREFIX, hash_key, is_well_formed
 from juru.billing.rate_limits import RateLimitDecision, RateLimiter
-from juru.hosted.errors import ApiError
+from juru.core.errors import AuthenticationError, RateLimitedError
+from juru.core.keys import KEY_PREFIX, hash_key, is_well_formed
 from juru.store.accounts import account_of_key
-
-BEARER_CHALLENGE = {"WWW-Authenticate": "Bearer"}
 
 
 @dataclass(frozen=True)
@@ -22,8 +20,8 @@ class Caller:
     rate_limit: RateLimitDecision
 
 
-def unauthorized(code: str, message: str) -> ApiError:
-    return ApiError(401, code, message, headers=BEARER_CHALLENGE)
+def unauthorized(code: str, message: str) -> AuthenticationError:
+    return AuthenticationError(message, code)
 
 
 def bearer_secret(authorization: str | None) -> str:
@@ -59,11 +57,10 @@ class Access:
         account_id, tier = found
         decision = await self.limiter.hit(account_id, tier)
         if not decision.allowed:
-            raise ApiError(
-                429,
-                "rate_limit_exceeded",
+            raise RateLimitedError(
                 f"more than {decision.limit} requests in the account's window; retry after "
                 f"{decision.headers()['Retry-After']} s",
-                headers=decision.headers(),
+                decision.limit,
+                decision.reset_seconds,
             )
         return Caller(account_id, tier, decision)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from juru.billing.keys import KEY_PREFIX, is_well_formed, key_prefix, new_key
-from juru.billing.pricing import to_micro
-from juru.engine.clock import Clock
+from juru.core.clock import Clock
+from juru.core.keys import KEY_PREFIX, is_well_formed, key_prefix, new_key
+from juru.core.money import to_micro
 from juru.store import accounts as store
 from juru.store.records import AccountRecord
 

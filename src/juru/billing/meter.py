@@ -14,15 +14,12 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from juru.billing.pricing import PriceRules
-from juru.engine.clock import Clock
+from juru.core.clock import Clock
+from juru.core.errors import InsufficientBalanceError
+from juru.core.money import PriceRules
 from juru.models.catalog import ModelCatalog
 from juru.store.accounts import balance_of
 from juru.store.usage import ChargeRequest, record_charge
-
-
-class InsufficientBalanceError(RuntimeError):
-    """The account's balance is used up; top it up to make paid model calls."""
 
 
 def token_counts(usage: Mapping[str, Any] | None) -> tuple[int, int]:

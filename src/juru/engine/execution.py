@@ -24,10 +24,11 @@ from juru.agents.hosted import (
     StepLimitError,
     run_input,
 )
-from juru.billing.meter import InsufficientBalanceError, Meter
+from juru.billing.meter import Meter
+from juru.core.errors import InsufficientBalanceError
+from juru.core.states import FailureReason
 from juru.engine.graphs import CompiledGraphs
 from juru.engine.machine import RunMachine
-from juru.engine.states import FailureReason
 from juru.engine.transcript import transcript_entries
 from juru.models.catalog import ModelCatalog
 from juru.store import hosted as hosted_store

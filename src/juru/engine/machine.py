@@ -9,9 +9,9 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from juru.engine.clock import Clock
+from juru.core.clock import Clock
+from juru.core.states import ACTIVE, FailureReason, RunStatus
 from juru.engine.events import RunEvents
-from juru.engine.states import ACTIVE, FailureReason, RunStatus
 from juru.store import runs as run_store
 from juru.store.records import RunRecord
 from juru.store.tables import runs

@@ -10,8 +10,8 @@ import socket
 import uuid
 from datetime import timedelta
 
+from juru.core.states import RunStatus
 from juru.engine.execution import RunContext, RunExecution
-from juru.engine.states import RunStatus
 from juru.store.runs import overdue_runs
 
 logger = logging.getLogger(__name__)

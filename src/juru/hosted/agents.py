@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from juru.hosted.errors import invalid
+from juru.core.errors import invalid
 from juru.models.catalog import ModelCatalog, UnknownModelError
 
 LIVE_BUILTIN_TOOLS = frozenset({"text_to_speech", "rag_search"})

@@ -21,8 +21,14 @@ from langchain_core.messages import (
 )
 from langchain_core.runnables import Runnable
 
-from juru.billing.meter import InsufficientBalanceError, Meter
-from juru.hosted.errors import ApiError
+from juru.billing.meter import Meter
+from juru.core.errors import (
+    DomainError,
+    InvalidRequestError,
+    NotFoundError,
+    UnavailableError,
+    UpstreamError,
+)
 from juru.models.catalog import ModelCatalog, ProviderNotConfiguredError, UnknownModelError
 
 SAMPLING_FIELDS = ("temperature", "top_p", "max_tokens", "stop", "seed")
@@ -50,7 +56,7 @@ def _messages(raw: list[dict[str, Any]]) -> list[BaseMessage]:
     try:
         return convert_to_messages(normalized)
     except (ValueError, TypeError, KeyError, NotImplementedError) as error:
-        raise ApiError(400, "invalid_request", f"messages: {error}") from None
+        raise InvalidRequestError(f"messages: {error}") from None
 
 
 def _finish_reason(message: AIMessage | AIMessageChunk) -> str:
@@ -69,12 +75,12 @@ def _usage(message: AIMessage | AIMessageChunk) -> dict[str, int]:
     }
 
 
-def _upstream_error(error: Exception) -> ApiError:
+def _upstream_error(error: Exception) -> DomainError:
     status = getattr(error, "status_code", None)
     detail = f"{type(error).__name__}: {error}"
     if status == 400:
-        return ApiError(400, "invalid_request", f"the provider refused the request: {detail}")
-    return ApiError(502, "upstream_error", f"the model provider failed: {detail}")
+        return InvalidRequestError(f"the provider refused the request: {detail}")
+    return UpstreamError(f"the model provider failed: {detail}")
 
 
 class ChatCompletions:
@@ -87,26 +93,23 @@ class ChatCompletions:
         try:
             return self.catalog.chat_model(model_id, self.provider_env)
         except UnknownModelError:
-            raise ApiError(
-                404, "model_not_found", f"model {model_id!r} is not in the catalog (GET /v1/models)"
+            raise NotFoundError(
+                f"model {model_id!r} is not in the catalog (GET /v1/models)", "model_not_found"
             ) from None
         except ProviderNotConfiguredError as error:
-            raise ApiError(503, "provider_unavailable", str(error)) from None
+            raise UnavailableError(str(error), "provider_unavailable") from None
 
     async def prepare(self, account_id: str, request: Mapping[str, Any]) -> PreparedChat:
         """Check the model, the balance and the messages; 4xx for anything wrong."""
         model_id = str(request["model"])
         model = self._model(model_id)
-        try:
-            await self.meter.ensure_funds(account_id, model_id)
-        except InsufficientBalanceError as error:
-            raise ApiError(402, "insufficient_balance", str(error)) from None
+        await self.meter.ensure_funds(account_id, model_id)
         runnable: Runnable[Any, Any] = model
         if request.get("tools"):
             choice = request.get("tool_choice")
             runnable = model.bind_tools(request["tools"], tool_choice=choice)
         elif request.get("tool_choice") not in (None, "none", "auto"):
-            raise ApiError(400, "invalid_request", "tool_choice needs tools")
+            raise InvalidRequestError("tool_choice needs tools")
         sampling = {name: request[name] for name in SAMPLING_FIELDS if name in request}
         if sampling:
             runnable = runnable.bind(**sampling)
@@ -219,7 +222,7 @@ def sse_lines(chunks: AsyncIterator[dict[str, Any]]) -> AsyncIterator[str]:
             async for chunk in chunks:
                 yield f"data: {json.dumps(chunk)}\n\n"
         except Exception as error:
-            failure = error if isinstance(error, ApiError) else _upstream_error(error)
+            failure = error if isinstance(error, DomainError) else _upstream_error(error)
             body = {"error": {"code": failure.code, "message": failure.message}}
             yield f"data: {json.dumps(body)}\n\n"
             return

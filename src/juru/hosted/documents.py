@@ -7,10 +7,10 @@ from pathlib import PurePath
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from juru.engine.clock import Clock
-from juru.hosted.errors import ApiError, invalid, not_found
+from juru.core.clock import Clock
+from juru.core.errors import TooLargeError, UnsupportedMediaError, invalid, not_found
+from juru.core.ids import new_id
 from juru.store import documents as store
-from juru.store.ids import new_id
 from juru.store.pages import Page, PageRequest
 from juru.store.records import DocumentRecord
 from juru.tools.chunking import chunk_text
@@ -44,11 +44,10 @@ def document_type(upload: Upload) -> str:
     media = (upload.media_type or "").split(";")[0].strip().lower()
     found = TYPE_BY_SUFFIX.get(suffix) or TYPE_BY_MEDIA.get(media)
     if found is None:
-        raise ApiError(
-            415,
-            "unsupported_document_type",
+        raise UnsupportedMediaError(
             f"documents must be plain text (.txt), Markdown (.md) or PDF (.pdf); got "
             f"{upload.filename or 'a file'!r} of type {media or 'unknown'!r}",
+            "unsupported_document_type",
         )
     return found
 
@@ -84,8 +83,8 @@ class DocumentLibrary:
 
     async def add(self, account_id: str, upload: Upload) -> DocumentRecord:
         if len(upload.data) > self.max_bytes:
-            raise ApiError(
-                413, "document_too_large", f"documents may be at most {self.max_bytes} bytes"
+            raise TooLargeError(
+                f"documents may be at most {self.max_bytes} bytes", "document_too_large"
             )
         kind = document_type(upload)
         title = document_title(upload)

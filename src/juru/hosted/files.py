@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from juru.core.errors import not_found
 from juru.files.storage import FileStorage
-from juru.hosted.errors import not_found
 from juru.store.files import get_file
 from juru.store.records import FileRecord
 

@@ -11,17 +11,17 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from juru.core.errors import ConflictError, invalid, not_found
+from juru.core.ids import new_id
+from juru.core.states import RunStatus
 from juru.engine.execution import hosted_thread_key
 from juru.engine.machine import RunMachine
-from juru.engine.states import RunStatus
 from juru.hosted.agents import check_builtin_tools, check_model, check_tool_names
-from juru.hosted.errors import ApiError, invalid, not_found
 from juru.models.catalog import ModelCatalog
 from juru.store import hosted as store
 from juru.store import runs as run_store
 from juru.store import transcript as transcript_store
 from juru.store import usage as usage_store
-from juru.store.ids import new_id
 from juru.store.pages import Page, PageRequest
 from juru.store.records import AgentRecord, RunRecord, ThreadRecord, TranscriptMessage
 from juru.store.usage import UsageLine
@@ -162,8 +162,8 @@ class HostedService:
         try:
             run, created = await run_store.create_run(self.engine, values)
         except run_store.ThreadBusyError:
-            raise ApiError(
-                409, "thread_busy", f"thread {thread_id} already has an active run"
+            raise ConflictError(
+                f"thread {thread_id} already has an active run", "thread_busy"
             ) from None
         if created:
             await self.machine.events.announce_work()
@@ -230,12 +230,11 @@ class HostedService:
         return cancelled or await self.run(account_id, run_id)
 
 
-def _not_waiting(run: RunRecord) -> ApiError:
-    return ApiError(
-        409,
-        "run_not_waiting",
+def _not_waiting(run: RunRecord) -> ConflictError:
+    return ConflictError(
         f"run {run.id} is {run.status}, not requires_action; its tool outputs were already "
         "submitted or it ended",
+        "run_not_waiting",
     )
 
 

@@ -10,7 +10,21 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 
 from juru.agents.registry import FeatureUnavailableError
-from juru.hosted.errors import ApiError
+from juru.billing.rate_limits import RateLimitDecision
+from juru.core.errors import (
+    AuthenticationError,
+    ConflictError,
+    DomainError,
+    FailedError,
+    InsufficientBalanceError,
+    InvalidRequestError,
+    NotFoundError,
+    RateLimitedError,
+    TooLargeError,
+    UnavailableError,
+    UnsupportedMediaError,
+    UpstreamError,
+)
 from juru.playground import FeatureNotFoundError, PlaygroundRequestError
 from juru.runtime.errors import RuntimeCallError
 
@@ -32,16 +46,49 @@ async def _detail_response(_request: Request, error: Exception) -> JSONResponse:
     return JSONResponse({"detail": str(error)}, status_code=status)
 
 
-async def _api_error(_request: Request, error: Exception) -> JSONResponse:
-    assert isinstance(error, ApiError)
+# The one mapping from a domain error's kind to its status (most specific kind first).
+STATUS_BY_DOMAIN_ERROR: dict[type[DomainError], int] = {
+    InvalidRequestError: 400,
+    AuthenticationError: 401,
+    InsufficientBalanceError: 402,
+    NotFoundError: 404,
+    ConflictError: 409,
+    TooLargeError: 413,
+    UnsupportedMediaError: 415,
+    RateLimitedError: 429,
+    FailedError: 500,
+    UpstreamError: 502,
+    UnavailableError: 503,
+}
+
+
+def status_of(error: DomainError) -> int:
+    return next(
+        (status for kind, status in STATUS_BY_DOMAIN_ERROR.items() if isinstance(error, kind)),
+        500 if isinstance(error, RuntimeCallError) else 400,
+    )
+
+
+def headers_of(error: DomainError) -> dict[str, str]:
+    if isinstance(error, AuthenticationError):
+        return {"WWW-Authenticate": "Bearer"}
+    if isinstance(error, RateLimitedError):
+        return RateLimitDecision(False, error.limit, 0, error.reset_seconds).headers()
+    return {}
+
+
+async def _domain_error(_request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, DomainError)
     return JSONResponse(
-        api_error_body(error.code, error.message), status_code=error.status, headers=error.headers
+        api_error_body(error.code, error.message),
+        status_code=status_of(error),
+        headers=headers_of(error),
     )
 
 
 async def _runtime_error(_request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, RuntimeCallError)
-    return JSONResponse({"error": error.message}, status_code=error.status)
+    return JSONResponse({"error": error.message}, status_code=status_of(error))
 
 
 def _describe(error: dict[str, object]) -> str:
@@ -62,6 +109,6 @@ async def _validation_error(request: Request, error: Exception) -> Response:
 def install_error_handlers(app: FastAPI) -> None:
     for kind in STATUS_BY_ERROR:
         app.add_exception_handler(kind, _detail_response)
-    app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(DomainError, _domain_error)
     app.add_exception_handler(RuntimeCallError, _runtime_error)
     app.add_exception_handler(RequestValidationError, _validation_error)

@@ -1,43 +1,33 @@
-"""Errors of the Agent Runtime contract; each answers `{"error": message}` with its status."""
+"""Errors of the Agent Runtime contract; each answers `{"error": message}`, with the status
+that `juru.http.errors` gives its domain kind."""
 
 from __future__ import annotations
 
+from juru.core import errors
 
-class RuntimeCallError(Exception):
-    """A class-method call that cannot be carried out; `status` is its HTTP status."""
 
-    status = 500
+class RuntimeCallError(errors.DomainError):
+    """A class-method call that cannot be carried out."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
-        self.message = message
 
 
-class RuntimeInputError(RuntimeCallError):
+class RuntimeInputError(RuntimeCallError, errors.InvalidRequestError):
     """Unknown class method, or missing or wrong input for it."""
 
-    status = 400
 
-
-class SessionNotFoundError(RuntimeCallError):
+class SessionNotFoundError(RuntimeCallError, errors.NotFoundError):
     """No session with that id for that user (another user's session is not found either)."""
 
-    status = 404
 
-
-class SessionTakenError(RuntimeCallError):
+class SessionTakenError(RuntimeCallError, errors.ConflictError):
     """A session id chosen by the caller is already in use."""
 
-    status = 409
 
-
-class AgentUnavailableError(RuntimeCallError):
+class AgentUnavailableError(RuntimeCallError, errors.UnavailableError):
     """The served agent cannot run (missing hosted agent, client tools, no provider key)."""
 
-    status = 503
 
-
-class AgentFailedError(RuntimeCallError):
+class AgentFailedError(RuntimeCallError, errors.FailedError):
     """The agent failed, or paused for a decision the contract cannot carry."""
-
-    status = 500

@@ -19,6 +19,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from juru import runner
+from juru.core.ids import new_id
 from juru.runtime import adk
 from juru.runtime.agents import RuntimeAgents, ServedAgent
 from juru.runtime.errors import AgentFailedError, SessionNotFoundError, SessionTakenError
@@ -30,7 +31,6 @@ from juru.runtime.inputs import (
     UserInput,
 )
 from juru.store import runtime_sessions as store
-from juru.store.ids import new_id
 from juru.store.pruning import prune_checkpoints
 from juru.store.runtime_sessions import RuntimeSessionRecord
 

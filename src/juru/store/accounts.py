@@ -8,8 +8,8 @@ from decimal import Decimal
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from juru.billing.keys import NewKey
-from juru.store.ids import new_id
+from juru.core.ids import new_id
+from juru.core.keys import NewKey
 from juru.store.records import AccountRecord
 from juru.store.tables import accounts, api_keys
 

@@ -10,6 +10,8 @@ from sqlalchemy import BigInteger, DateTime
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
+from juru.core.money import MICROS_PER_RUPIAH
+
 
 class UtcDateTime(TypeDecorator[datetime]):
     """Timezone-aware UTC datetimes in and out (SQLite would hand back naive ones)."""
@@ -31,10 +33,6 @@ class UtcDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-MICRO = Decimal("0.000001")
-_MICROS_PER_RUPIAH = 1_000_000
-
-
 class Money(TypeDecorator[Decimal]):
     """Exact Rupiah: stored as an integer count of micro-rupiah (1e-6 Rp) on every dialect, so
     SQLite sums stay exact too; Python sees `Decimal` Rupiah."""
@@ -45,7 +43,7 @@ class Money(TypeDecorator[Decimal]):
     def process_bind_param(self, value: Decimal | int | None, dialect: Dialect) -> int | None:
         if value is None:
             return None
-        micros = Decimal(value) * _MICROS_PER_RUPIAH
+        micros = Decimal(value) * MICROS_PER_RUPIAH
         if micros != micros.to_integral_value():
             raise ValueError(f"{value} Rp has more than six decimal places; round it first")
         return int(micros)
@@ -53,4 +51,4 @@ class Money(TypeDecorator[Decimal]):
     def process_result_value(self, value: Any, dialect: Dialect) -> Decimal | None:
         if value is None:
             return None
-        return Decimal(int(value)) / _MICROS_PER_RUPIAH
+        return Decimal(int(value)) / MICROS_PER_RUPIAH

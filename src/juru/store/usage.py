@@ -10,8 +10,8 @@ from typing import Any
 from sqlalchemy import Date, cast, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from juru.billing.pricing import PriceRules, to_micro
-from juru.store.ids import new_id
+from juru.core.ids import new_id
+from juru.core.money import PriceRules, to_micro
 from juru.store.tables import accounts, runs, usage_charges
 from juru.store.transactions import write
 

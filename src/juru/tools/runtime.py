@@ -9,9 +9,10 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from juru.billing.meter import InsufficientBalanceError, Meter
-from juru.billing.pricing import to_micro
-from juru.engine.clock import Clock
+from juru.billing.meter import Meter
+from juru.core.clock import Clock
+from juru.core.errors import InsufficientBalanceError
+from juru.core.money import to_micro
 from juru.files.storage import FileStorage
 from juru.tools import rag_search, text_to_speech
 from juru.tools.errors import BuiltinToolError

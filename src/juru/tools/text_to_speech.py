@@ -10,9 +10,9 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from juru.core.ids import new_id
 from juru.files.storage import FileStorage
 from juru.store.files import insert_file
-from juru.store.ids import new_id
 from juru.tools.errors import BuiltinToolError
 from juru.tools.speech import EspeakSynthesizer, SpeechError
 

@@ -8,9 +8,10 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from juru.store.types import MICRO
-
 HUNDRED = Decimal(100)
+# The ledger's unit: amounts are exact to the micro-rupiah (1e-6 Rp).
+MICRO = Decimal("0.000001")
+MICROS_PER_RUPIAH = 1_000_000
 
 
 def to_micro(amount: Decimal) -> Decimal:
