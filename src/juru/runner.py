@@ -39,6 +39,7 @@ __all__ = [
     "Step",
     "TextDelta",
     "ThreadAwaitingReviewError",
+    "ThreadState",
     "Turn",
     "TurnError",
     "TurnStream",
@@ -50,6 +51,7 @@ __all__ = [
     "stream_resume",
     "submit_review",
     "thread_messages",
+    "thread_state",
 ]
 
 
@@ -121,6 +123,7 @@ class TurnError:
 
     type: str
     message: str
+    cause: BaseException | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -159,12 +162,15 @@ def _config(thread_id: str, max_steps: int, options: RunOptions | None = None) -
 @dataclass(frozen=True)
 class RunOptions:
     """Extra config for a turn: `configurable` values for the graph's nodes, checkpoint metadata,
-    and whether a new message may replace a pause left over from an ended run.
+    whether a new message may replace a pause left over from an ended run, and whether the
+    caller has checked the thread's state already.
     """
 
     configurable: dict[str, Any] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
     replace_pending: bool = False
+    # The caller read the thread's state just before (`thread_state`) and decided from it.
+    state_checked: bool = False
 
 
 def messages_in_update(update: Any) -> tuple[BaseMessage, ...]:
@@ -190,6 +196,31 @@ async def pending_review_of(agent: Pregel[Any, Any, Any, Any], thread_id: str) -
     for interrupt in state.interrupts:
         return interrupt.value
     return None
+
+
+@dataclass(frozen=True)
+class ThreadState:
+    """Where a thread's latest checkpoint stands."""
+
+    values: dict[str, Any]
+    interrupts: tuple[Any, ...]
+    next_nodes: tuple[str, ...]
+    metadata: dict[str, Any]
+
+    @property
+    def messages(self) -> list[BaseMessage]:
+        return list(self.values.get("messages", []))
+
+
+async def thread_state(agent: Pregel[Any, Any, Any, Any], thread_id: str) -> ThreadState:
+    """The thread's state values, pending interrupt values, next nodes and checkpoint metadata."""
+    state = await agent.aget_state(_config(thread_id, DEFAULT_MAX_STEPS))
+    return ThreadState(
+        values=state.values if isinstance(state.values, dict) else {},
+        interrupts=tuple(interrupt.value for interrupt in state.interrupts),
+        next_nodes=tuple(state.next),
+        metadata=dict(state.metadata or {}),
+    )
 
 
 async def thread_messages(agent: Pregel[Any, Any, Any, Any], thread_id: str) -> list[BaseMessage]:
@@ -220,7 +251,7 @@ class TurnStream:
         self.turn = Turn(thread_id=thread_id)
 
     async def _check_preconditions(self) -> None:
-        if self.graph_input is None:
+        if self.graph_input is None or self.options.state_checked:
             return
         pending = await pending_review_of(self.agent, self.thread_id)
         if not isinstance(self.graph_input, Command):
@@ -269,7 +300,7 @@ class TurnStream:
                     self.turn.steps.append(step)
                     yield step
         except Exception as error:
-            self.turn.error = TurnError(type(error).__name__, str(error))
+            self.turn.error = TurnError(type(error).__name__, str(error), error)
         if self.turn.error is None:
             self.turn.pending_review = await pending_review_of(self.agent, self.thread_id)
         self.turn.seconds = time.perf_counter() - started

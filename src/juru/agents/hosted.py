@@ -17,7 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AnyMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -38,6 +38,9 @@ LOOP_REPEATS = 3
 MAX_STEPS_KEY = "juru_max_steps"
 METER_KEY = "juru_meter"
 FUNDS_KEY = "juru_funds"
+# With it, message ids derive from it and the step (`<prefix>_s3`, `<prefix>_s3_<call id>`):
+# a step redone after a crash writes the same ids, so nothing is recorded twice.
+MESSAGE_IDS_KEY = "juru_message_ids"
 
 
 class StepLimitError(RuntimeError):
@@ -45,7 +48,12 @@ class StepLimitError(RuntimeError):
 
 
 class LoopDetectedError(RuntimeError):
-    """The model asked for the same tool call several times in a row."""
+    """The model asked for the same tool call several times in a row; `reply` is the model's
+    last answer (its call was made, so it is billed)."""
+
+    def __init__(self, message: str, reply: AIMessage) -> None:
+        super().__init__(message)
+        self.reply = reply
 
 
 class HostedState(MessagesState):
@@ -75,6 +83,15 @@ def call_signature(tool_calls: Sequence[Any]) -> str:
         json.dumps([call["name"], call["args"]], sort_keys=True, default=str) for call in tool_calls
     )
     return json.dumps(calls)
+
+
+def message_id(config: RunnableConfig, step: int | None, call_id: str | None = None) -> str:
+    """The id of a message a node writes: derived from the run and step where the engine asks
+    for stable ids, else random."""
+    prefix = config.get("configurable", {}).get(MESSAGE_IDS_KEY)
+    if prefix is None or step is None:
+        return f"msg_{uuid.uuid4().hex}"
+    return f"{prefix}_s{step}" if call_id is None else f"{prefix}_s{step}_{call_id}"
 
 
 def pending_call(call: dict[str, Any]) -> dict[str, str]:
@@ -112,8 +129,8 @@ class HostedAgent:
         if self.system_prompt:
             history = [SystemMessage(self.system_prompt), *history]
         reply = await self.model.ainvoke(history)
-        if reply.id is None:
-            reply.id = f"msg_{uuid.uuid4().hex}"
+        if reply.id is None or MESSAGE_IDS_KEY in configurable:
+            reply.id = message_id(config, steps + 1)
         meter = configurable.get(METER_KEY)
         if meter is not None:
             # Charged as soon as the call returns, whatever happens to the run afterwards.
@@ -124,7 +141,7 @@ class HostedAgent:
         streak = streak[-LOOP_REPEATS:]
         if len(streak) == LOOP_REPEATS and len(set(streak)) == 1:
             raise LoopDetectedError(
-                f"the model requested the same tool call {LOOP_REPEATS} times in a row"
+                f"the model requested the same tool call {LOOP_REPEATS} times in a row", reply
             )
         return {"messages": [reply], "run_steps": steps + 1, "call_streak": streak}
 
@@ -163,7 +180,7 @@ class HostedAgent:
             results.append(result)
             spent += cost
         for result in results:
-            result.id = result.id or f"msg_{uuid.uuid4().hex}"
+            result.id = message_id(config, state.get("run_steps"), result.tool_call_id)
         return {"messages": results, "builtin_spend_micros": spent}
 
     async def _run_builtin(
@@ -187,7 +204,7 @@ class HostedAgent:
             return error_result(call, f"Error: {type(error).__name__}: {error}"), 0
         return ToolMessage(content, tool_call_id=call["id"], name=call["name"]), cost
 
-    def client_tools_node(self, state: HostedState) -> dict[str, Any]:
+    def client_tools_node(self, state: HostedState, config: RunnableConfig) -> dict[str, Any]:
         calls = unanswered_calls(state["messages"])
         unknown = [
             error_result(call, f"Error: this agent has no tool named {call['name']!r}.")
@@ -204,12 +221,11 @@ class HostedAgent:
                     outputs[call["id"]],
                     tool_call_id=call["id"],
                     name=call["name"],
-                    id=f"msg_{uuid.uuid4().hex}",
                 )
                 for call in known
             )
         for result in results:
-            result.id = result.id or f"msg_{uuid.uuid4().hex}"
+            result.id = message_id(config, state.get("run_steps"), result.tool_call_id)
         return {"messages": results}
 
     def compile(self) -> CompiledStateGraph[Any, Any, Any, Any]:

@@ -74,6 +74,31 @@ class Meter:
         )
         return await record_charge(self.engine, request, self.rules)
 
+    def charge_request(
+        self,
+        account_id: str,
+        model_id: str,
+        usage: Mapping[str, Any] | None,
+        source: str,
+        run_id: str | None = None,
+        step: int | None = None,
+        charge_key: str | None = None,
+    ) -> ChargeRequest:
+        """A model call priced at list price from the catalog, ready to be written."""
+        input_tokens, output_tokens = token_counts(usage)
+        return ChargeRequest(
+            account_id=account_id,
+            source=source,
+            model_id=model_id,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            list_cost=self.catalog.get(model_id).cost_rupiah(input_tokens, output_tokens),
+            created_at=self.clock.now(),
+            run_id=run_id,
+            step=step,
+            charge_key=charge_key,
+        )
+
     async def charge(
         self,
         account_id: str,
@@ -84,16 +109,5 @@ class Meter:
         step: int | None = None,
     ) -> Decimal:
         """Write the call's ledger row and debit the balance; returns what it cost."""
-        input_tokens, output_tokens = token_counts(usage)
-        request = ChargeRequest(
-            account_id=account_id,
-            source=source,
-            model_id=model_id,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            list_cost=self.catalog.get(model_id).cost_rupiah(input_tokens, output_tokens),
-            created_at=self.clock.now(),
-            run_id=run_id,
-            step=step,
-        )
+        request = self.charge_request(account_id, model_id, usage, source, run_id, step)
         return await record_charge(self.engine, request, self.rules)

@@ -19,7 +19,7 @@ from juru.agents.hosted import (
     FUNDS_KEY,
     LLM_NODE,
     MAX_STEPS_KEY,
-    METER_KEY,
+    MESSAGE_IDS_KEY,
     LoopDetectedError,
     StepLimitError,
     run_input,
@@ -34,8 +34,9 @@ from juru.models.catalog import ModelCatalog
 from juru.store import hosted as hosted_store
 from juru.store.checkpointer import settle_checkpointer
 from juru.store.pruning import prune_checkpoints
-from juru.store.records import AgentRecord, RunRecord
-from juru.store.transcript import append_messages
+from juru.store.records import RunRecord
+from juru.store.steps import StatusChange, StepWrite
+from juru.store.usage import ChargeRequest
 from juru.tools.runtime import BuiltinServices
 
 logger = logging.getLogger(__name__)
@@ -91,6 +92,12 @@ class RunExecution:
         self.lease_lost = False
         self.finishing = False
         self.model_id = ""
+        self.tier = ""
+        self.client_tools: set[str] = set()
+        self.steps = run.step_count
+        # What the next write records: transcript rows and charges not yet written.
+        self.unwritten: list[dict[str, Any]] = []
+        self.charges: list[ChargeRequest] = []
 
     async def execute(self) -> None:
         """Run to the next pause or the end, guarded by the lease (renewed, and watched)."""
@@ -100,6 +107,9 @@ class RunExecution:
         guard = asyncio.create_task(self._guard_lease(main, done))
         try:
             await self._execute()
+        except LeaseLostError:
+            self.lease_lost = True
+            logger.info("run %s left worker %s mid-step", self.run.id, self.worker)
         except asyncio.CancelledError:
             await settle_checkpointer(self.context.checkpointer)
             if not self.lease_lost:
@@ -138,12 +148,13 @@ class RunExecution:
                     return
 
     async def _agent(self) -> Pregel[Any, Any, Any, Any] | None:
-        agent = await hosted_store.get_agent(
+        found = await hosted_store.agent_and_tier(
             self.machine.engine, self.run.account_id, self.run.agent_id
         )
-        if agent is None:
+        if found is None:
             await self.machine.fail(self.run, "the agent was deleted", worker=self.worker)
             return None
+        agent, self.tier = found
         try:
             model = self.context.catalog.chat_model(agent.model_id, self.context.provider_env)
         except Exception as error:
@@ -151,22 +162,9 @@ class RunExecution:
                 self.run, f"{type(error).__name__}: {error}", worker=self.worker
             )
             return None
-        return self._compile(agent, model)
-
-    def _compile(self, agent: AgentRecord, model: Any) -> Pregel[Any, Any, Any, Any]:
         self.model_id = agent.model_id
+        self.client_tools = {tool["function"]["name"] for tool in agent.tools}
         return self.context.graphs.get(agent, model)
-
-    async def _charge(self, reply: AIMessage, step: int) -> None:
-        """One ledger row per model call, priced from the catalog (source `agent`)."""
-        await self.context.meter.charge(
-            self.run.account_id,
-            self.model_id,
-            reply.usage_metadata,
-            "agent",
-            run_id=self.run.id,
-            step=step,
-        )
 
     async def _ensure_funds(self) -> None:
         await self.context.meter.ensure_funds(self.run.account_id, self.model_id)
@@ -174,8 +172,8 @@ class RunExecution:
     def _options(self, replace_pending: bool = False) -> runner.RunOptions:
         configurable: dict[str, Any] = {
             MAX_STEPS_KEY: self.run.max_steps,
-            METER_KEY: self._charge,
             FUNDS_KEY: self._ensure_funds,
+            MESSAGE_IDS_KEY: self.run.id,
         }
         if self.context.builtins is not None:
             builtins = self.context.builtins.for_run(self.run.account_id, self.run.id)
@@ -184,6 +182,7 @@ class RunExecution:
             configurable=configurable,
             metadata={RUN_ID_KEY: self.run.id},
             replace_pending=replace_pending,
+            state_checked=True,
         )
 
     async def _execute(self) -> None:
@@ -191,68 +190,152 @@ class RunExecution:
         if agent is None:
             return
         limit = 2 * self.run.max_steps + 5
-        state = await agent.aget_state({"configurable": {"thread_id": self.thread_key}})
-        ours = (state.metadata or {}).get(RUN_ID_KEY) == self.run.id
+        state = await runner.thread_state(agent, self.thread_key)
+        ours = state.metadata.get(RUN_ID_KEY) == self.run.id
         if ours:
-            await self._record(state.values.get("messages", []))
+            self._recover(state)
         outputs = self.run.tool_outputs or {}
-        answered = (
-            bool(state.interrupts)
-            and {call["id"] for call in state.interrupts[0].value["pending_tool_calls"]}
-            <= outputs.keys()
-        )
-        if state.interrupts and ours and not answered:
-            await self._finish(agent, None)
+        pending = state.interrupts[0]["pending_tool_calls"] if state.interrupts else None
+        answered = pending is not None and {call["id"] for call in pending} <= outputs.keys()
+        if pending is not None and ours and not answered:
+            await self._settle(pending=pending)
             return
-        if state.interrupts and ours:
+        if pending is not None and ours:
             resume_value = {"outputs": outputs}
             stream = runner.stream_resume(
                 agent, resume_value, self.thread_key, limit, self._options()
             )
-        elif ours and state.next:
+        elif ours and state.next_nodes:
             stream = runner.stream_continuation(agent, self.thread_key, limit, self._options())
         elif ours:
-            await self._finish(agent, None)
+            last = state.messages[-1] if state.messages else None
+            await self._settle(output=last.text if isinstance(last, AIMessage) else "")
             return
         else:
             messages = input_messages(self.run)
-            await self._record(messages)
+            self._buffer(messages)
             stream = runner.stream_message(
                 agent, run_input(messages), self.thread_key, limit, self._options(True)
             )
-        steps = self.run.step_count
+        output = ""
         async for step in stream:
-            await self._record(step.messages)
-            if step.node == LLM_NODE and step.depth == 0:
-                steps += 1
-                await self.machine.record_steps(self.run, self.worker, steps)
-        await self._finish(agent, stream.turn)
+            self._buffer(step.messages)
+            if step.node != LLM_NODE or step.depth != 0:
+                continue
+            reply = next((m for m in step.messages if isinstance(m, AIMessage)), None)
+            if reply is None:
+                continue
+            self.steps += 1
+            self._charge(reply, self.steps)
+            output = reply.text
+            if not self._pauses_or_ends(reply):
+                await self._write()
+        await self._finish(stream.turn, output)
 
-    async def _record(self, messages: Sequence[BaseMessage | AnyMessage]) -> None:
-        await append_messages(
-            self.machine.engine,
-            self.run.thread_id,
-            self.run.id,
-            transcript_entries(messages),
-            self.machine.clock.now(),
+    def _recover(self, state: runner.ThreadState) -> None:
+        """Take up what a crash may have left unwritten: the run's messages after its last
+        recorded step, and the charges of the steps after it (both are written idempotently)."""
+        self.steps = int(state.values.get("run_steps", self.run.step_count))
+        marker = (
+            f"{self.run.id}_s{self.run.step_count}" if self.run.step_count else f"{self.run.id}_in0"
+        )
+        messages = state.messages
+        start = next((i for i, m in enumerate(messages) if m.id == marker), None)
+        if start is None:
+            return
+        unwritten = messages[start + 1 if self.run.step_count else start :]
+        self._buffer(unwritten)
+        for message in unwritten:
+            step = _step_of(message, self.run.id)
+            if isinstance(message, AIMessage) and step is not None:
+                self._charge(message, step)
+
+    def _pauses_or_ends(self, reply: AIMessage) -> bool:
+        """Whether the graph stops right after this reply (an answer, or only client calls):
+        its write then waits to go with the status change, in the same transaction."""
+        return all(call["name"] in self.client_tools for call in reply.tool_calls)
+
+    def _buffer(self, messages: Sequence[BaseMessage | AnyMessage]) -> None:
+        self.unwritten.extend(transcript_entries(messages))
+
+    def _charge(self, reply: AIMessage, step: int) -> None:
+        """The model call of `step`, to be billed with the step's write (source `agent`)."""
+        self.charges.append(
+            self.context.meter.charge_request(
+                self.run.account_id,
+                self.model_id,
+                reply.usage_metadata,
+                "agent",
+                run_id=self.run.id,
+                step=step,
+                charge_key=f"{self.run.id}:step:{step}",
+            )
         )
 
-    async def _finish(self, agent: Pregel[Any, Any, Any, Any], turn: runner.Turn | None) -> None:
-        # From here on the execution settles the run itself: the guard must not cut it short.
-        self.finishing = True
-        state = await agent.aget_state({"configurable": {"thread_id": self.thread_key}})
-        steps = int(state.values.get("run_steps", self.run.step_count))
-        if turn is not None and turn.error is not None:
+    async def _write(self, status: StatusChange | None = None) -> RunRecord | None:
+        """Everything not yet written, in one transaction: messages, step count, charges and
+        the status change. Raises LeaseLostError when the run is no longer this worker's."""
+        step = StepWrite(
+            run_id=self.run.id,
+            thread_id=self.run.thread_id,
+            worker=self.worker,
+            now=self.machine.clock.now(),
+            tier=self.tier,
+            messages=tuple(self.unwritten),
+            step_count=self.steps,
+            charges=tuple(self.charges),
+            status=status,
+        )
+        recorded = await self.machine.record_step(step, self.context.meter.rules)
+        if recorded is None:
+            raise LeaseLostError(self.run.id)
+        self.unwritten.clear()
+        self.charges.clear()
+        return recorded
+
+    async def _finish(self, turn: runner.Turn, output: str) -> None:
+        if turn.error is not None:
             reason = REASON_BY_ERROR.get(turn.error.type)
             error = reason.value if reason else f"{turn.error.type}: {turn.error.message}"
             if reason is FailureReason.STEP_LIMIT:
-                steps = self.run.max_steps
-            await self.machine.fail(self.run, error, worker=self.worker, step_count=steps)
-        elif state.interrupts:
-            pending = state.interrupts[0].value["pending_tool_calls"]
-            await self.machine.pause(self.run, self.worker, pending, steps)
+                self.steps = self.run.max_steps
+            if isinstance(turn.error.cause, LoopDetectedError):
+                # The looping call was made before the loop was seen: it is billed.
+                self._charge(turn.error.cause.reply, self.steps + 1)
+            await self._settle(error=error)
+        elif turn.pending_review is not None:
+            await self._settle(pending=turn.pending_review["pending_tool_calls"])
         else:
-            last = state.values["messages"][-1] if state.values.get("messages") else None
-            output = last.text if isinstance(last, AIMessage) else ""
-            await self.machine.succeed(self.run, self.worker, output, steps)
+            await self._settle(output=output)
+
+    async def _settle(
+        self,
+        *,
+        pending: list[dict[str, str]] | None = None,
+        error: str | None = None,
+        output: str = "",
+    ) -> None:
+        """Pause or end the run, with the step's unwritten effects in the same write."""
+        # From here on the execution settles the run itself: the guard must not cut it short.
+        self.finishing = True
+        if error is not None:
+            change = self.machine.failing(error, self.steps)
+        elif pending is not None:
+            change = self.machine.pausing(self.run, pending, self.steps)
+        else:
+            change = self.machine.succeeding(output, self.steps)
+        try:
+            await self._write(change)
+        except LeaseLostError:
+            logger.info("run %s was no longer worker %s's to settle", self.run.id, self.worker)
+            return
         await asyncio.shield(prune_checkpoints(self.context.checkpointer, self.thread_key))
+
+
+def _step_of(message: BaseMessage, run_id: str) -> int | None:
+    """The step whose model call wrote `message`, from its id (`<run id>_s<step>`)."""
+    prefix = f"{run_id}_s"
+    if not message.id or not message.id.startswith(prefix):
+        return None
+    step = message.id.removeprefix(prefix)
+    return int(step) if step.isdigit() else None

@@ -10,11 +10,14 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from juru.core.clock import Clock
+from juru.core.money import PriceRules
 from juru.core.states import ACTIVE, FailureReason, RunStatus
 from juru.engine.events import RunEvents
 from juru.store import runs as run_store
+from juru.store import steps as step_store
 from juru.store.records import RunRecord
-from juru.store.tables import runs
+from juru.store.runs import RunGuard
+from juru.store.steps import StatusChange, StepWrite
 
 
 @dataclass(frozen=True)
@@ -60,10 +63,10 @@ class RunMachine:
         sources: Collection[RunStatus],
         target: RunStatus,
         values: dict[str, Any] | None = None,
-        *conditions: Any,
+        guard: RunGuard | None = None,
     ) -> RunRecord | None:
         moved = await run_store.transition_run(
-            self.engine, run_id, sources, target, self.clock.now(), values, *conditions
+            self.engine, run_id, sources, target, self.clock.now(), values, guard
         )
         if moved is not None:
             await self.events.publish(run_id)
@@ -81,9 +84,9 @@ class RunMachine:
             **values,
         }
 
-    async def pause(
-        self, run: RunRecord, worker: str, pending: list[dict[str, str]], step_count: int
-    ) -> RunRecord | None:
+    def pausing(
+        self, run: RunRecord, pending: list[dict[str, str]], step_count: int
+    ) -> StatusChange:
         """running → requires_action: the caller must execute `pending` tool calls."""
         now = self.clock.now()
         values = {
@@ -98,13 +101,35 @@ class RunMachine:
             "deadline_at": None,
             "waiting_since": now,
         }
+        return StatusChange({RunStatus.RUNNING}, RunStatus.REQUIRES_ACTION, values)
+
+    def succeeding(self, output: str, step_count: int) -> StatusChange:
+        values = self._ended(output=output, step_count=step_count)
+        return StatusChange({RunStatus.RUNNING}, RunStatus.SUCCEEDED, values)
+
+    def failing(self, error: str, step_count: int | None = None) -> StatusChange:
+        values = self._ended(error=error)
+        if step_count is not None:
+            values["step_count"] = step_count
+        return StatusChange({RunStatus.RUNNING}, RunStatus.FAILED, values)
+
+    async def _apply(self, run: RunRecord, worker: str, change: StatusChange) -> RunRecord | None:
         return await self._move(
-            run.id,
-            {RunStatus.RUNNING},
-            RunStatus.REQUIRES_ACTION,
-            values,
-            run_store.held_by(worker),
+            run.id, change.sources, change.target, change.values, RunGuard(held_by=worker)
         )
+
+    async def pause(
+        self, run: RunRecord, worker: str, pending: list[dict[str, str]], step_count: int
+    ) -> RunRecord | None:
+        return await self._apply(run, worker, self.pausing(run, pending, step_count))
+
+    async def record_step(self, step: StepWrite, rules: PriceRules) -> RunRecord | None:
+        """A step's effects in one transaction (`store.steps.record_step`); None when the run
+        is no longer the worker's. Wakes the run's watchers when its status changed."""
+        recorded = await step_store.record_step(self.engine, step, rules)
+        if recorded is not None and step.status is not None:
+            await self.events.publish(recorded.id)
+        return recorded
 
     async def submit_tool_outputs(
         self, run: RunRecord, outputs: dict[str, str]
@@ -126,7 +151,7 @@ class RunMachine:
             {RunStatus.REQUIRES_ACTION},
             RunStatus.RUNNING,
             values,
-            runs.c.pause_count == run.pause_count,
+            RunGuard(pause_count=run.pause_count),
         )
         if moved is not None:
             await self.events.announce_work()
@@ -135,10 +160,7 @@ class RunMachine:
     async def succeed(
         self, run: RunRecord, worker: str, output: str, step_count: int
     ) -> RunRecord | None:
-        values = self._ended(output=output, step_count=step_count)
-        return await self._move(
-            run.id, {RunStatus.RUNNING}, RunStatus.SUCCEEDED, values, run_store.held_by(worker)
-        )
+        return await self._apply(run, worker, self.succeeding(output, step_count))
 
     async def fail(
         self,
@@ -150,11 +172,9 @@ class RunMachine:
         sources: Collection[RunStatus] = (RunStatus.RUNNING,),
     ) -> RunRecord | None:
         """Fail the run (by its worker when `worker` is given, else from any of `sources`)."""
-        values = self._ended(error=error)
-        if step_count is not None:
-            values["step_count"] = step_count
-        conditions = [run_store.held_by(worker)] if worker is not None else []
-        return await self._move(run.id, sources, RunStatus.FAILED, values, *conditions)
+        change = self.failing(error, step_count)
+        guard = RunGuard(held_by=worker) if worker is not None else None
+        return await self._move(run.id, sources, RunStatus.FAILED, change.values, guard)
 
     async def cancel(self, run_id: str) -> RunRecord | None:
         """Any active status → cancelled; None if the run had already ended."""
@@ -166,7 +186,7 @@ class RunMachine:
             {RunStatus.REQUIRES_ACTION},
             RunStatus.EXPIRED,
             self._ended(),
-            runs.c.waiting_since < waiting_cutoff,
+            RunGuard(waiting_before=waiting_cutoff),
         )
 
     async def time_out(self, run: RunRecord) -> RunRecord | None:
@@ -175,7 +195,7 @@ class RunMachine:
             {RunStatus.QUEUED, RunStatus.RUNNING},
             RunStatus.FAILED,
             self._ended(error=FailureReason.TIMEOUT.value),
-            runs.c.deadline_at < self.clock.now(),
+            RunGuard(deadline_before=self.clock.now()),
         )
 
     async def claim(self, worker: str) -> RunRecord | None:
@@ -186,12 +206,6 @@ class RunMachine:
         if claimed is not None:
             await self.events.publish(claimed.id)
         return claimed
-
-    async def record_steps(self, run: RunRecord, worker: str, step_count: int) -> bool:
-        """Show the model calls made so far while the run is still running."""
-        return await run_store.record_progress(
-            self.engine, run.id, worker, self.clock.now(), step_count
-        )
 
     async def renew_lease(self, run: RunRecord, worker: str) -> bool:
         return await run_store.renew_lease(

@@ -9,7 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from juru.store.pages import Page, PageRequest
 from juru.store.records import AgentRecord, ThreadRecord
-from juru.store.tables import agents, threads
+from juru.store.tables import accounts, agents, threads
 
 
 async def page_of(
@@ -52,6 +52,22 @@ async def _agent_where(
 async def get_agent(engine: AsyncEngine, account_id: str, agent_id: str) -> AgentRecord | None:
     async with engine.connect() as connection:
         return await _agent_where(connection, _owned_agent(account_id, agent_id))
+
+
+async def agent_and_tier(
+    engine: AsyncEngine, account_id: str, agent_id: str
+) -> tuple[AgentRecord, str] | None:
+    """The agent a run executes, with its account's tier (what its charges are priced by)."""
+    query = (
+        select(agents, accounts.c.tier.label("account_tier"))
+        .join(accounts, accounts.c.id == agents.c.account_id)
+        .where(_owned_agent(account_id, agent_id))
+    )
+    async with engine.connect() as connection:
+        row = (await connection.execute(query)).first()
+    if row is None:
+        return None
+    return AgentRecord.from_row(row._mapping), str(row.account_tier)
 
 
 async def list_agents(engine: AsyncEngine, account_id: str, page: PageRequest) -> Page[AgentRecord]:

@@ -6,6 +6,7 @@ never both move a run.
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -74,14 +75,13 @@ async def create_run(engine: AsyncEngine, values: dict[str, Any]) -> tuple[RunRe
         if existing is not None:
             return existing, False
     try:
-        await write(engine, lambda connection: connection.execute(insert(runs).values(values)))
+        created = await _returning_run(engine, insert(runs).values(values).returning(*runs.c))
     except IntegrityError:
         if key is not None:
             existing = await find_by_idempotency_key(engine, values["thread_id"], key)
             if existing is not None:
                 return existing, False
         raise ThreadBusyError(values["thread_id"]) from None
-    created = await get_run(engine, values["id"])
     assert created is not None
     return created, True
 
@@ -95,6 +95,28 @@ async def list_runs(
     return Page([RunRecord.from_row(row) for row in rows.items], rows.has_more)
 
 
+@dataclass(frozen=True)
+class RunGuard:
+    """What must still hold for a status change to apply, besides the run's status."""
+
+    held_by: str | None = None
+    pause_count: int | None = None
+    waiting_before: datetime | None = None
+    deadline_before: datetime | None = None
+
+    def conditions(self) -> list[Any]:
+        conditions = []
+        if self.held_by is not None:
+            conditions.append(held_by(self.held_by))
+        if self.pause_count is not None:
+            conditions.append(runs.c.pause_count == self.pause_count)
+        if self.waiting_before is not None:
+            conditions.append(runs.c.waiting_since < self.waiting_before)
+        if self.deadline_before is not None:
+            conditions.append(runs.c.deadline_at < self.deadline_before)
+        return conditions
+
+
 async def transition_run(
     engine: AsyncEngine,
     run_id: str,
@@ -102,9 +124,9 @@ async def transition_run(
     target: RunStatus,
     now: datetime,
     values: dict[str, Any] | None = None,
-    *conditions: Any,
+    guard: RunGuard | None = None,
 ) -> RunRecord | None:
-    """Move the run to `target` if it is in one of `sources` (and meets `conditions`).
+    """Move the run to `target` if it is in one of `sources` (and `guard` holds).
 
     Returns the updated run, or None when it was not in an expected status any more.
     An edge the state machine does not have raises IllegalTransitionError before any write.
@@ -113,7 +135,11 @@ async def transition_run(
         check_transition(source, target)
     statement = (
         update(runs)
-        .where(runs.c.id == run_id, runs.c.status.in_([s.value for s in sources]), *conditions)
+        .where(
+            runs.c.id == run_id,
+            runs.c.status.in_([s.value for s in sources]),
+            *(guard or RunGuard()).conditions(),
+        )
         .values(status=target.value, updated_at=now, **(values or {}))
         .returning(*runs.c)
     )
@@ -163,17 +189,6 @@ async def renew_lease(
         update(runs)
         .where(runs.c.id == run_id, held_by(worker))
         .values(lease_expires_at=now + timedelta(seconds=lease_seconds))
-    )
-    return await _changed_a_row(engine, statement)
-
-
-async def record_progress(
-    engine: AsyncEngine, run_id: str, worker: str, now: datetime, step_count: int
-) -> bool:
-    statement = (
-        update(runs)
-        .where(runs.c.id == run_id, held_by(worker))
-        .values(step_count=step_count, updated_at=now)
     )
     return await _changed_a_row(engine, statement)
 

@@ -164,6 +164,8 @@ usage_charges = Table(
     Column("list_cost_rupiah", Money(), nullable=False),
     Column("cost_rupiah", Money(), nullable=False),
     Column("created_at", UtcDateTime(), nullable=False),
+    # Set where the same charge could be written twice (a model step redone after a crash).
+    Column("charge_key", String(300), nullable=True, unique=True),
     Index("ix_usage_charges_account_created", "account_id", "created_at"),
 )
 

@@ -6,13 +6,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from juru.store.pages import Page
 from juru.store.records import TranscriptMessage
+from juru.store.steps import append_transcript
 from juru.store.tables import thread_messages
 from juru.store.transactions import write
 
@@ -24,40 +23,12 @@ async def append_messages(
     messages: Sequence[dict[str, Any]],
     now: datetime,
 ) -> None:
-    """Append messages in order; a message id already in the thread is skipped, not repeated."""
+    """Append messages in order, in a transaction of their own (`steps.append_transcript`)."""
     if not messages:
         return
-    insert = sqlite_insert if engine.dialect.name == "sqlite" else postgresql_insert
 
     async def append(connection: AsyncConnection) -> None:
-        last = await connection.scalar(
-            select(func.max(thread_messages.c.position)).where(
-                thread_messages.c.thread_id == thread_id
-            )
-        )
-        known = set(
-            (
-                await connection.execute(
-                    select(thread_messages.c.message_id).where(
-                        thread_messages.c.thread_id == thread_id,
-                        thread_messages.c.message_id.in_([m["message_id"] for m in messages]),
-                    )
-                )
-            ).scalars()
-        )
-        position = -1 if last is None else int(last)
-        for message in messages:
-            if message["message_id"] in known:
-                continue
-            known.add(message["message_id"])
-            position += 1
-            await connection.execute(
-                insert(thread_messages)
-                .values(
-                    thread_id=thread_id, position=position, run_id=run_id, created_at=now, **message
-                )
-                .on_conflict_do_nothing()
-            )
+        await append_transcript(connection, thread_id, run_id, messages, now)
 
     await write(engine, append)
 

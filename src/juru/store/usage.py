@@ -7,7 +7,9 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Date, cast, func, insert, select, update
+from sqlalchemy import Date, cast, func, select, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from juru.core.ids import new_id
@@ -29,13 +31,15 @@ class ChargeRequest:
     created_at: datetime
     run_id: str | None = None
     step: int | None = None
+    # Set where the same call could be charged twice (a step redone after a crash).
+    charge_key: str | None = None
 
 
 def month_start(moment: datetime) -> datetime:
     return moment.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
 
 
-async def _monthly_list_spend(
+async def monthly_list_spend(
     connection: AsyncConnection, account_id: str, now: datetime
 ) -> Decimal:
     spent = await connection.scalar(
@@ -47,44 +51,67 @@ async def _monthly_list_spend(
     return Decimal(spent or 0)
 
 
-async def record_charge(engine: AsyncEngine, request: ChargeRequest, rules: PriceRules) -> Decimal:
-    """Price the call with the account's discounts, write its ledger row, add it to its run's
-    running total and take it from the balance, all in one transaction. Returns the cost."""
-
-    async def charge(connection: AsyncConnection) -> Decimal:
-        tier = await connection.scalar(
-            select(accounts.c.tier).where(accounts.c.id == request.account_id)
-        )
-        spent = Decimal(0)
-        if rules.uses_monthly_spend:
-            spent = await _monthly_list_spend(connection, request.account_id, request.created_at)
-        cost = rules.charge(request.list_cost, str(tier), spent)
-        await connection.execute(
-            insert(usage_charges).values(
-                id=new_id("chg"),
-                account_id=request.account_id,
-                source=request.source,
-                run_id=request.run_id,
-                step=request.step,
-                model_id=request.model_id,
-                input_tokens=request.input_tokens,
-                output_tokens=request.output_tokens,
-                list_cost_rupiah=to_micro(request.list_cost),
-                cost_rupiah=cost,
-                created_at=request.created_at,
+async def take_charge(
+    connection: AsyncConnection,
+    request: ChargeRequest,
+    rules: PriceRules,
+    tier: str | None = None,
+) -> Decimal:
+    """Price the call with the account's discounts, write its ledger row and debit the
+    balance, inside the caller's transaction; the run's running total is the caller's to add.
+    A charge whose `charge_key` was taken before is not taken again: returns the cost taken
+    now, 0 for such a repeat."""
+    if tier is None:
+        tier = str(
+            await connection.scalar(
+                select(accounts.c.tier).where(accounts.c.id == request.account_id)
             )
         )
-        if request.run_id is not None:
+    spent = Decimal(0)
+    if rules.uses_monthly_spend:
+        spent = await monthly_list_spend(connection, request.account_id, request.created_at)
+    cost = rules.charge(request.list_cost, tier, spent)
+    insert_for = sqlite_insert if connection.dialect.name == "sqlite" else postgresql_insert
+    inserted = await connection.execute(
+        insert_for(usage_charges)
+        .values(
+            id=new_id("chg"),
+            account_id=request.account_id,
+            source=request.source,
+            run_id=request.run_id,
+            step=request.step,
+            model_id=request.model_id,
+            input_tokens=request.input_tokens,
+            output_tokens=request.output_tokens,
+            list_cost_rupiah=to_micro(request.list_cost),
+            cost_rupiah=cost,
+            created_at=request.created_at,
+            charge_key=request.charge_key,
+        )
+        .on_conflict_do_nothing(index_elements=[usage_charges.c.charge_key])
+    )
+    if not inserted.rowcount:
+        return Decimal(0)
+    if cost:
+        await connection.execute(
+            update(accounts)
+            .where(accounts.c.id == request.account_id)
+            .values(balance_rupiah=accounts.c.balance_rupiah - cost)
+        )
+    return cost
+
+
+async def record_charge(engine: AsyncEngine, request: ChargeRequest, rules: PriceRules) -> Decimal:
+    """Take the charge (`take_charge`) and add it to its run's running total, in one
+    transaction. Returns the cost taken."""
+
+    async def charge(connection: AsyncConnection) -> Decimal:
+        cost = await take_charge(connection, request, rules)
+        if cost and request.run_id is not None:
             await connection.execute(
                 update(runs)
                 .where(runs.c.id == request.run_id)
                 .values(cost_rupiah=runs.c.cost_rupiah + cost)
-            )
-        if cost:
-            await connection.execute(
-                update(accounts)
-                .where(accounts.c.id == request.account_id)
-                .values(balance_rupiah=accounts.c.balance_rupiah - cost)
             )
         return cost
 

@@ -1,0 +1,132 @@
+"""A run's step, written whole: transcript rows, step count, charge, balance and status change
+commit in one transaction, or none of them does.
+
+Every part is safe to write twice (a step redone after a crash): transcript rows are keyed by
+message id (a second write of an id updates its row in place), and a charge by its
+`charge_key` (a second one is not taken).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import bindparam, func, select, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from juru.core.money import PriceRules
+from juru.core.states import RunStatus, check_transition
+from juru.store.records import RunRecord
+from juru.store.runs import held_by
+from juru.store.tables import runs, thread_messages
+from juru.store.transactions import write
+from juru.store.usage import ChargeRequest, take_charge
+
+TRANSCRIPT_FIELDS = ("message_id", "role", "content", "tool_calls", "tool_call_id", "name")
+
+
+@dataclass(frozen=True)
+class StatusChange:
+    """The run's move to `target`, allowed only from `sources`."""
+
+    sources: Collection[RunStatus]
+    target: RunStatus
+    values: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StepWrite:
+    """Everything one step of a run changes, for the worker holding its lease."""
+
+    run_id: str
+    thread_id: str
+    worker: str
+    now: datetime
+    tier: str
+    messages: Sequence[dict[str, Any]] = ()
+    step_count: int | None = None
+    charges: Sequence[ChargeRequest] = ()
+    status: StatusChange | None = None
+
+
+class _LeaseLost(Exception):
+    """Rolls the step back: the run is no longer running under this worker."""
+
+
+def transcript_upsert(dialect: str) -> Any:
+    """Append a message at the end of its thread; an id already there is updated in place."""
+    insert_for = sqlite_insert if dialect == "sqlite" else postgresql_insert
+    next_position = (
+        select(func.coalesce(func.max(thread_messages.c.position), -1) + 1)
+        .where(thread_messages.c.thread_id == bindparam("of_thread"))
+        .scalar_subquery()
+    )
+    statement = insert_for(thread_messages).values(position=next_position)
+    return statement.on_conflict_do_update(
+        index_elements=[thread_messages.c.thread_id, thread_messages.c.message_id],
+        set_={name: statement.excluded[name] for name in ("content", "tool_calls")},
+    )
+
+
+async def append_transcript(
+    connection: AsyncConnection,
+    thread_id: str,
+    run_id: str | None,
+    messages: Sequence[dict[str, Any]],
+    now: datetime,
+) -> None:
+    """Append `messages` in order, in one statement (one execution per row, in order)."""
+    if not messages:
+        return
+    rows = [
+        {
+            "thread_id": thread_id,
+            "of_thread": thread_id,
+            "run_id": run_id,
+            "created_at": now,
+            **{name: message.get(name) for name in TRANSCRIPT_FIELDS},
+        }
+        for message in messages
+    ]
+    await connection.execute(transcript_upsert(connection.dialect.name), rows)
+
+
+async def record_step(engine: AsyncEngine, step: StepWrite, rules: PriceRules) -> RunRecord | None:
+    """Write the step in one transaction. Returns the run as it is now, or None (and nothing
+    written) when the run is no longer running under `step.worker`'s lease."""
+    if step.status is not None:
+        for source in step.status.sources:
+            check_transition(source, step.status.target)
+
+    async def work(connection: AsyncConnection) -> RunRecord:
+        cost = Decimal(0)
+        for charge in step.charges:
+            cost += await take_charge(connection, charge, rules, step.tier)
+        values: dict[str, Any] = {"updated_at": step.now}
+        conditions = [runs.c.id == step.run_id, held_by(step.worker)]
+        if cost:
+            values["cost_rupiah"] = runs.c.cost_rupiah + cost
+        if step.step_count is not None:
+            values["step_count"] = step.step_count
+        if step.status is not None:
+            values.update(step.status.values, status=step.status.target.value)
+            conditions.append(runs.c.status.in_([s.value for s in step.status.sources]))
+        row = (
+            await connection.execute(
+                update(runs).where(*conditions).values(values).returning(*runs.c)
+            )
+        ).first()
+        if row is None:
+            raise _LeaseLost
+        await append_transcript(connection, step.thread_id, step.run_id, step.messages, step.now)
+        return RunRecord.from_row(row._mapping)
+
+    try:
+        return await write(engine, work)
+    except _LeaseLost:
+        return None
