@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from juru.agents.builtin import builtin_features
 from juru.agents.features import load_feature_reference, merge_features
 from juru.agents.registry import FeatureRegistry
-from juru.billing.access import Access
+from juru.billing.access import Access, KeyCache
 from juru.billing.accounts import LOCAL_KEY_FILE, AccountAdmin
 from juru.billing.meter import Meter
 from juru.billing.rate_limits import RateLimiter
@@ -152,7 +152,10 @@ async def open_context(
             )
             if settings.runtime_enabled:
                 runtime_agents.check()
-            accounts = AccountAdmin(engine, clock, settings.tier_rate_limits.keys())
+            keys = KeyCache(clock, settings.key_cache_seconds)
+            accounts = AccountAdmin(
+                engine, clock, settings.tier_rate_limits.keys(), on_revoke=keys.forget
+            )
             if database.is_sqlite:
                 await accounts.bootstrap_local(
                     database.sqlite_path.parent / LOCAL_KEY_FILE, settings.local_account_balance
@@ -172,7 +175,7 @@ async def open_context(
                     hosted=HostedService(machine, catalog, checkpointer),
                     meter=meter,
                     chat=ChatCompletions(catalog, meter, settings.provider_env),
-                    access=Access(engine, limiter),
+                    access=Access(engine, limiter, keys),
                     accounts=accounts,
                     runtime=RuntimeService(runtime_agents, engine, checkpointer, clock.now),
                     builtins=builtin_services(settings, engine, storage, meter, clock),

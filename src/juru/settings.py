@@ -70,6 +70,14 @@ class Settings(BaseSettings):
         description="Requests allowed per account tier, in the `limits` notation "
         "(`120/minute`); the keys are the tiers accounts may have.",
     )
+    key_cache_seconds: float = Field(
+        default=1.0,
+        ge=0,
+        le=60,
+        description="How long a process trusts an API key it has just looked up; a key revoked "
+        "by another process stops working here within this many seconds (0: look up every "
+        "request).",
+    )
     rate_limit_storage: str = Field(
         default="memory://",
         description="Where rate-limit windows are counted: `memory://` (one process) or "

@@ -3,13 +3,16 @@ the request."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from juru.billing.rate_limits import RateLimitDecision, RateLimiter
+from juru.core.clock import Clock
 from juru.core.errors import AuthenticationError, RateLimitedError
-from juru.core.keys import KEY_PREFIX, hash_key, is_well_formed
+from juru.core.keys import KEY_PREFIX, hash_key, is_well_formed, key_prefix
 from juru.store.accounts import account_of_key
 
 
@@ -41,17 +44,65 @@ def bearer_secret(authorization: str | None) -> str:
     return secret
 
 
+class KeyCache:
+    """The accounts of live keys seen in the last `seconds`, by key hash, so that a busy client
+    costs one key lookup per period rather than one per request. A key revoked by another
+    process keeps working here for at most `seconds`; one revoked through this process stops
+    at once (`forget`). Unknown keys are never kept: a new key works at once."""
+
+    def __init__(self, clock: Clock, seconds: float, capacity: int = 10_000) -> None:
+        self.clock = clock
+        self.seconds = seconds
+        self.capacity = capacity
+        self._entries: OrderedDict[str, tuple[datetime, str, tuple[str, str]]] = OrderedDict()
+
+    def get(self, key_hash: str) -> tuple[str, str] | None:
+        entry = self._entries.get(key_hash)
+        if entry is None:
+            return None
+        seen, _prefix, found = entry
+        if (self.clock.now() - seen).total_seconds() >= self.seconds:
+            del self._entries[key_hash]
+            return None
+        return found
+
+    def put(self, key_hash: str, prefix: str, found: tuple[str, str]) -> None:
+        if self.seconds <= 0:
+            return
+        self._entries[key_hash] = (self.clock.now(), prefix, found)
+        self._entries.move_to_end(key_hash)
+        while len(self._entries) > self.capacity:
+            self._entries.popitem(last=False)
+
+    def forget(self, prefix: str) -> None:
+        """Drop the key with this prefix (it was just revoked)."""
+        for key_hash, (_seen, known, _found) in list(self._entries.items()):
+            if known == prefix:
+                del self._entries[key_hash]
+
+
 class Access:
     """Authentication and rate limiting of `/v1` requests."""
 
-    def __init__(self, engine: AsyncEngine, limiter: RateLimiter) -> None:
+    def __init__(self, engine: AsyncEngine, limiter: RateLimiter, keys: KeyCache) -> None:
         self.engine = engine
         self.limiter = limiter
+        self.keys = keys
+
+    async def account_of(self, secret: str) -> tuple[str, str] | None:
+        """The (account id, tier) of a live key, from the cache or the database."""
+        key_hash = hash_key(secret)
+        found = self.keys.get(key_hash)
+        if found is None:
+            found = await account_of_key(self.engine, key_hash)
+            if found is not None:
+                self.keys.put(key_hash, key_prefix(secret), found)
+        return found
 
     async def admit(self, authorization: str | None) -> Caller:
         """The caller, once its key is live and its window has room (else 401 or 429)."""
         secret = bearer_secret(authorization)
-        found = await account_of_key(self.engine, hash_key(secret))
+        found = await self.account_of(secret)
         if found is None:
             raise unauthorized("invalid_api_key", "the API key is unknown or was revoked")
         account_id, tier = found

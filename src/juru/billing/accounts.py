@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -46,10 +46,18 @@ class IssuedKey:
 
 
 class AccountAdmin:
-    def __init__(self, engine: AsyncEngine, clock: Clock, tiers: Collection[str]) -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        clock: Clock,
+        tiers: Collection[str],
+        on_revoke: Callable[[str], None] | None = None,
+    ) -> None:
         self.engine = engine
         self.clock = clock
         self.tiers = tiers
+        # Told each revoked key's prefix, so this process's key cache drops it at once.
+        self.on_revoke = on_revoke
 
     async def create_account(self, name: str, tier: str, balance: Decimal) -> AccountRecord:
         if not name.strip():
@@ -86,6 +94,8 @@ class AccountAdmin:
             raise AccountAdminError(f"key prefixes start with {KEY_PREFIX!r}")
         if not await store.revoke_api_key(self.engine, prefix, self.clock.now()):
             raise AccountAdminError(f"no live key with prefix {prefix!r}")
+        if self.on_revoke is not None:
+            self.on_revoke(prefix)
         return prefix
 
     async def bootstrap_local(
