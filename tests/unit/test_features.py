@@ -12,6 +12,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.pregel import Pregel
 
+from juru.agents.builtin import builtin_features
 from juru.agents.features import (
     Feature,
     FeatureLoadError,
@@ -20,6 +21,8 @@ from juru.agents.features import (
     merge_features,
 )
 from juru.agents.registry import FeatureRegistry, FeatureUnavailableError
+from juru.models.catalog import ModelCatalog
+from juru.settings import Settings
 from tests.support import custom_features
 
 BUILTIN_NAMES = ("ReAct", "Human-in-the-loop", "Subagents")
@@ -85,17 +88,17 @@ def default_settings_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 
 @pytest.mark.usefixtures("default_settings_environment")
 @pytest.mark.parametrize("name", BUILTIN_NAMES)
-def test_find_feature_without_a_list_finds_the_builtins(name: str) -> None:
-    found = find_feature(name)
+def test_find_feature_finds_the_builtins(name: str) -> None:
+    found = find_feature(name, builtin_features(Settings(), ModelCatalog.load()))
     assert found.name == name
     assert "juru/demo" in found.description
     assert found.examples
 
 
 @pytest.mark.usefixtures("default_settings_environment")
-def test_find_feature_without_a_list_names_the_builtins() -> None:
+def test_find_feature_among_the_builtins_names_them() -> None:
     with pytest.raises(KeyError) as error:
-        find_feature("Nope")
+        find_feature("Nope", builtin_features(Settings(), ModelCatalog.load()))
     assert "available: ReAct, Human-in-the-loop, Subagents" in error.value.args[0]
 
 

@@ -26,17 +26,8 @@ class FeatureLoadError(ValueError):
     """A `module:attribute` in JURU_FEATURES does not name a feature."""
 
 
-def find_feature(name: str, features: Iterable[Feature] | None = None) -> Feature:
-    """The feature called `name`; KeyError naming the available ones otherwise.
-
-    Without `features`, looks among the built-in features on the default settings.
-    """
-    if features is None:
-        from juru.agents.builtin import builtin_features
-        from juru.models.catalog import ModelCatalog
-        from juru.settings import Settings
-
-        features = builtin_features(Settings(), ModelCatalog.load())
+def find_feature(name: str, features: Iterable[Feature]) -> Feature:
+    """The feature called `name`; KeyError naming the available ones otherwise."""
     available = list(features)
     for feature in available:
         if feature.name == name:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import event, text
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from juru.store.urls import DatabaseUrl
@@ -29,3 +30,13 @@ def create_engine(database: DatabaseUrl) -> AsyncEngine:
         event.listen(engine.sync_engine, "connect", _tune_sqlite_connection)
         return engine
     return create_async_engine(database.async_url(), pool_pre_ping=True)
+
+
+async def database_answers(engine: AsyncEngine) -> str | None:
+    """None when the database answers a trivial query, else what went wrong."""
+    try:
+        async with engine.connect() as connection:
+            await connection.execute(text("SELECT 1"))
+    except (SQLAlchemyError, OSError) as error:
+        return str(error)
+    return None

@@ -1,0 +1,39 @@
+"""The import structure holds: layers only import downwards, packages have no import cycles, and
+the core stays pure (the contracts are in pyproject.toml, `[tool.importlinter]`)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from importlinter.cli import lint_imports
+
+REPO = Path(__file__).resolve().parents[2]
+SOURCE = REPO / "src" / "juru"
+
+
+def test_the_import_contracts_are_kept() -> None:
+    assert lint_imports(str(REPO / "pyproject.toml"), no_cache=True, no_logo=True) == 0
+
+
+def sql_building_modules() -> set[str]:
+    """Modules outside `juru.store` that import SQLAlchemy's SQL constructs (anything but the
+    engine type, which is still handed around; see docs/architecture.md)."""
+    found = set()
+    for path in SOURCE.rglob("*.py"):
+        relative = path.relative_to(SOURCE)
+        if relative.parts[0] == "store":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("sqlalchemy"):
+                if [alias.name for alias in node.names] != ["AsyncEngine"]:
+                    found.add(str(relative))
+            elif isinstance(node, ast.Import) and any(
+                alias.name.startswith("sqlalchemy") for alias in node.names
+            ):
+                found.add(str(relative))
+    return found
+
+
+def test_sql_is_built_only_in_the_store() -> None:
+    assert sql_building_modules() == set()
