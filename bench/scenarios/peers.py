@@ -52,7 +52,7 @@ class Peer:
 
 def levels(quick: bool) -> tuple[list[int], float, float, int]:
     """(concurrency levels, warm-up s, window s, sequential runs)."""
-    return ([10, 50], 2.0, 5.0, 5) if quick else ([10, 100], 5.0, 20.0, 20)
+    return ([10, 50], 2.0, 8.0, 5) if quick else ([10, 100], 5.0, 20.0, 20)
 
 
 async def sequential(peer: Peer, runs: int) -> dict[str, Any]:
@@ -76,23 +76,43 @@ async def sequential(peer: Peer, runs: int) -> dict[str, Any]:
 
 
 async def saturate(peer: Peer, concurrency: int, warmup: float, window: float) -> dict[str, Any]:
-    """N lanes of runs back to back; a lane whose run fails counts the error and stops."""
+    """N lanes of runs back to back; a lane whose run fails counts the error and stops.
+
+    The window opens after the warm-up and once every lane has ended its first run, so the
+    lanes, started together, are out of step and every part of a run falls in the window.
+    """
     errors: list[str] = []
     runs = 0
+    lanes_past_first = 0
+    warmed = asyncio.Event()
+
+    def past_first() -> None:
+        nonlocal lanes_past_first
+        lanes_past_first += 1
+        if lanes_past_first == concurrency:
+            warmed.set()
 
     async def lane() -> None:
         nonlocal runs
+        first = True
         while True:
             try:
                 await peer.one_run()
             except (RuntimeError, httpx.HTTPError) as error:
                 errors.append(f"{type(error).__name__}: {error}"[:300])
+                if first:
+                    past_first()
                 return
             runs += 1
+            if first:
+                first = False
+                past_first()
 
     tasks = [asyncio.create_task(lane()) for _ in range(concurrency)]
     try:
         await asyncio.sleep(warmup)  # the load runs meanwhile: the warm-up, not a sync
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(warmed.wait(), timeout=120)
         steps0, cpu0, runs0 = peer.model.stats()["requests"], peer.cpu_seconds(), runs
         client0, started = time.process_time(), time.monotonic()
         await asyncio.sleep(window)  # the measurement window
@@ -107,6 +127,7 @@ async def saturate(peer: Peer, concurrency: int, warmup: float, window: float) -
             await asyncio.gather(*tasks, return_exceptions=True)
     return {
         "concurrency": concurrency,
+        "warmed_up": warmed.is_set(),
         "steps_per_s": steps / elapsed,
         "ideal_steps_per_s": concurrency / LATENCY,
         "model_steps": steps,
