@@ -1,5 +1,5 @@
 # The README's commands, and the benchmark. `make bench BENCH_ARGS="--db sqlite --quick"`.
-.PHONY: install serve test bench bench-quick
+.PHONY: install serve test bench bench-quick bench-peers
 
 BENCH_ARGS ?= --db both --write-results
 
@@ -20,3 +20,7 @@ bench:
 
 bench-quick:
 	$(MAKE) bench BENCH_ARGS="--db both --quick"
+
+# The peers (bare LangGraph, Juru playground, Aegra in bench/.aegra-venv): docs/development.md.
+bench-peers:
+	$(MAKE) bench BENCH_ARGS="--db both --scenarios bare,playground,aegra --quick"

@@ -42,6 +42,32 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time of a process and of all its live descendants (a server with worker processes),
+    plus what its reaped children used, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # the process ended meanwhile
+        parent = int(stat[stat.rindex(")") + 2 :].split()[1])
+        children.setdefault(parent, []).append(int(entry.name))
+    total, pending = 0.0, [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            stat = Path(f"/proc/{current}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        total += sum(int(value) for value in fields[11:15]) / CLOCK_TICKS
+        pending.extend(children.get(current, []))
+    return total
+
+
 def rss_bytes(pid: int) -> int:
     """Resident set size of a process, from /proc."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -64,8 +90,11 @@ def _stop_group(process: subprocess.Popen[bytes], deadline: float = 10.0) -> Non
 class FakeModel:
     """`python -m bench.fake_model` as its own process."""
 
-    def __init__(self, log: Path, latency: float = 0.2, tool_calls: int = 4) -> None:
+    def __init__(
+        self, log: Path, latency: float = 0.2, tool_calls: int = 4, tool_name: str = TOOL_NAME
+    ) -> None:
         self.log, self.latency, self.tool_calls = log, latency, tool_calls
+        self.tool_name = tool_name
         self.process: subprocess.Popen[bytes] | None = None
         self.base_url = ""
 
@@ -76,6 +105,7 @@ class FakeModel:
     def start(self) -> FakeModel:
         command = [sys.executable, "-m", "bench.fake_model", "--port", "0"]
         command += ["--latency", str(self.latency), "--tool-calls", str(self.tool_calls)]
+        command += ["--tool-name", self.tool_name]
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
                 command, cwd=REPO, stdout=subprocess.PIPE, stderr=log, start_new_session=True
@@ -252,11 +282,12 @@ def stack(
     workers: int = 8,
     latency: float = 0.2,
     tool_calls: int = 4,
+    tool_name: str = TOOL_NAME,
     env: Mapping[str, str] | None = None,
 ) -> Iterator[Stack]:
     """Start everything a scenario needs; stop it all and drop the database on exit."""
     workdir = Path(tempfile.mkdtemp(prefix=f"juru-bench-{dialect}-"))
-    model = FakeModel(workdir / "fake-model.log", latency, tool_calls)
+    model = FakeModel(workdir / "fake-model.log", latency, tool_calls, tool_name)
     database = Database(dialect, workdir)
     server: JuruServer | None = None
     try:

@@ -22,7 +22,7 @@ from rich.console import Console
 
 from bench import report
 from bench.harness import REPO, machine, postgres_reachable
-from bench.scenarios import baseline, overhead, throughput, waiting
+from bench.scenarios import baseline, overhead, peers, throughput, waiting
 
 Scenario = Callable[[str, bool, Path], Awaitable[dict[str, Any]]]
 SCENARIOS: dict[str, Scenario] = {
@@ -30,7 +30,12 @@ SCENARIOS: dict[str, Scenario] = {
     "throughput": throughput.run,
     "waiting": waiting.run,
     "baseline": baseline.run,
+    "bare": peers.run_bare,
+    "playground": peers.run_playground,
+    "aegra": peers.run_aegra,
 }
+# Scenarios that do not run once per Juru database: the name of their one row.
+SINGLE = {"baseline": "in-process", "bare": "in-process", "aegra": "postgresql"}
 RESULTS_MD = REPO / "bench" / "RESULTS.md"
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 console = Console(width=220)
@@ -65,8 +70,8 @@ async def measure(
     results: list[dict[str, Any]] = []
     failures: list[dict[str, Any]] = []
     for name in names:
-        # The baseline has no Juru database: it runs once.
-        for dialect in ["in-process"] if name == "baseline" else dialects:
+        # The baseline and the bare runtime have no Juru database, Aegra only PostgreSQL: once.
+        for dialect in [SINGLE[name]] if name in SINGLE else dialects:
             console.print(f"[bold]{name}[/bold] on {dialect}{' (quick)' if args.quick else ''}")
             try:
                 result = await SCENARIOS[name](dialect, args.quick, args.out)

@@ -63,7 +63,8 @@ async def measure_lanes(
 
 
 async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
-    levels = [10, 50] if quick else [10, 100, 500]
+    # N=10 and N=200 are the two points for "CPU per step stays flat".
+    levels = [10, 50] if quick else [10, 100, 200, 500]
     warmup, window = (3.0, 5.0) if quick else (10.0, 30.0)
     rows = []
     for concurrency in levels:

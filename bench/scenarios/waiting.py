@@ -1,8 +1,9 @@
 """Scenario 3, waiting runs: many runs parked in `requires_action`.
 
 The server's RSS before and after parking them, then `GET /v1/runs/:id` of parked runs at a
-fixed 200 requests per second (open loop, in its own process, latency counted from each
-request's scheduled time) while 100 other runs are active at 200 ms per model call.
+fixed 50 requests per second, the issue's probe (open loop, in its own process, latency counted
+from each request's scheduled time), while 100 other runs keep the workers busy at 200 ms per
+model call.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from bench.scenarios.throughput import measure_lanes
 
 LATENCY = 0.2
 ACTIVE_RUNS = 100
-RATE = 200.0
+RATE = 50.0
 PARKING_CONCURRENCY = 32
 
 
@@ -145,6 +146,7 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
         "kib_per_parked_run": (rss_parked - rss_before) / 1024 / parked_count,
         "rss_half_mib": rss_half / mib,
         "marginal_kib_per_parked_run": (rss_parked - rss_half) / 1024 / (parked_count / 2),
+        "read_rate": RATE,
         "reads_sent": reads["sent"],
         "reads_errors": reads["errors"],
         "reads_rate_achieved": reads["sent"] / reads["elapsed"],

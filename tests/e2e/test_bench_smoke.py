@@ -1,5 +1,7 @@
 """The benchmark harness must not rot: its fake model answers the real OpenAI client, the profile
-attribution charges the right parts, and the overhead scenario runs end to end in quick mode."""
+attribution charges the right parts, the overhead scenario runs end to end in quick mode, and
+the bare-runtime and playground peers run the bench graph (Aegra is left out: it installs a
+virtual environment of its own)."""
 
 from __future__ import annotations
 
@@ -10,10 +12,11 @@ from typing import Any
 import openai
 import pytest
 
-from bench import run
+from bench import report, run
 from bench.client import TOOL
 from bench.harness import FakeModel
 from bench.profile import attribute
+from bench.scenarios import peers
 
 pytestmark = pytest.mark.e2e
 
@@ -80,3 +83,22 @@ def test_overhead_scenario_quick(tmp_path: Path) -> None:
     assert result["server_cpu_ms_per_step"] > 0
     saved = json.loads((tmp_path / "latest.json").read_text())
     assert [r["scenario"] for r in saved["results"]] == ["overhead"]
+
+
+def test_peer_scenarios_run_the_same_graph_in_process_and_in_the_playground(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Smaller than quick mode: one sequential run, one level of 2 clients for a second.
+    monkeypatch.setattr(peers, "levels", lambda quick: ([2], 0.5, 1.0, 1))
+    argv = ["--db", "sqlite", "--scenarios", "bare,playground", "--quick", "--out", str(tmp_path)]
+    assert run.main(argv) == 0
+    bare = json.loads((tmp_path / "bare-in-process.json").read_text())
+    playground = json.loads((tmp_path / "playground-sqlite.json").read_text())
+    for measured in [*bare["savers"], playground]:
+        assert measured["sequential"]["model_steps"] == 5  # 4 get_weather calls, then the answer
+        assert measured["sequential"]["cpu_ms_per_step"] > 0
+        assert measured["rows"][0]["errors"] == 0
+        assert measured["saturation_steps_per_s"] > 0
+    saved = json.loads((tmp_path / "latest.json").read_text())
+    names = [name for name, _limit, _value, _verdict in report.targets(saved["results"])]
+    assert any(name.startswith("Juru playground CPU/step") for name in names)

@@ -1,0 +1,256 @@
+"""Scenarios 5-7, the peers: one ReAct graph with a server-side tool (`bench/graphs.py`), run
+by the bare LangGraph runtime, by Juru's playground and by Aegra, on the same fake model.
+
+Each peer is measured the same two ways, with model steps counted by the fake model:
+
+- one run at a time (after a warm-up run): CPU per model step and e2e / model time;
+- N closed-loop clients, each starting its next run when the last ended: model steps per
+  second over a window after a warm-up, and CPU per step in that window.
+
+CPU is the runtime's own: for the bare runtime this process's (`time.process_time`: LangGraph,
+the saver and the model client all run here), for the servers their processes' from /proc.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+from bench import aegra
+from bench.graphs import FEATURE_NAME, TOOL_NAME, build_react_graph
+from bench.harness import REPO, FakeModel, postgres_reachable, stack
+
+LATENCY = 0.2
+STEPS_PER_RUN = 5
+
+
+@dataclass
+class Peer:
+    """How to do one run (raising unless it answered) and how much CPU the runtime used."""
+
+    one_run: Callable[[], Awaitable[None]]
+    cpu_seconds: Callable[[], float]
+    model: FakeModel
+    commits: Callable[[], int | None] = lambda: None
+    in_process: bool = False  # the runtime is this process: no separate client CPU
+
+
+def levels(quick: bool) -> tuple[list[int], float, float, int]:
+    """(concurrency levels, warm-up s, window s, sequential runs)."""
+    return ([10, 50], 2.0, 8.0, 5) if quick else ([10, 100], 5.0, 20.0, 20)
+
+
+async def sequential(peer: Peer, runs: int) -> dict[str, Any]:
+    await peer.one_run()  # warm-up: imports, pools, compiled graphs
+    steps0, cpu0, commits0 = peer.model.stats()["requests"], peer.cpu_seconds(), peer.commits()
+    started = time.monotonic()
+    for _ in range(runs):
+        await peer.one_run()
+    elapsed, cpu = time.monotonic() - started, peer.cpu_seconds() - cpu0
+    steps = peer.model.stats()["requests"] - steps0
+    commits1 = peer.commits()
+    return {
+        "runs": runs,
+        "model_steps": steps,
+        "cpu_ms_per_step": 1000 * cpu / steps,
+        "ratio": elapsed / (steps * LATENCY),
+        "pg_commits_per_step": (
+            (commits1 - commits0) / steps if commits0 is not None and commits1 is not None else None
+        ),
+    }
+
+
+async def saturate(peer: Peer, concurrency: int, warmup: float, window: float) -> dict[str, Any]:
+    """N lanes of runs back to back; a lane whose run fails counts the error and stops.
+
+    The window opens after the warm-up and once every lane has ended its first run, so the
+    lanes, started together, are out of step and every part of a run falls in the window.
+    """
+    errors: list[str] = []
+    runs = 0
+    lanes_past_first = 0
+    warmed = asyncio.Event()
+
+    def past_first() -> None:
+        nonlocal lanes_past_first
+        lanes_past_first += 1
+        if lanes_past_first == concurrency:
+            warmed.set()
+
+    async def lane() -> None:
+        nonlocal runs
+        first = True
+        while True:
+            try:
+                await peer.one_run()
+            except (RuntimeError, httpx.HTTPError) as error:
+                errors.append(f"{type(error).__name__}: {error}"[:300])
+                if first:
+                    past_first()
+                return
+            runs += 1
+            if first:
+                first = False
+                past_first()
+
+    tasks = [asyncio.create_task(lane()) for _ in range(concurrency)]
+    try:
+        await asyncio.sleep(warmup)  # the load runs meanwhile: the warm-up, not a sync
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(warmed.wait(), timeout=120)
+        steps0, cpu0, runs0 = peer.model.stats()["requests"], peer.cpu_seconds(), runs
+        client0, started = time.process_time(), time.monotonic()
+        await asyncio.sleep(window)  # the measurement window
+        steps = peer.model.stats()["requests"] - steps0
+        cpu, elapsed = peer.cpu_seconds() - cpu0, time.monotonic() - started
+        client = time.process_time() - client0
+        ended = runs - runs0
+    finally:
+        for task in tasks:
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*tasks, return_exceptions=True)
+    return {
+        "concurrency": concurrency,
+        "warmed_up": warmed.is_set(),
+        "steps_per_s": steps / elapsed,
+        "ideal_steps_per_s": concurrency / LATENCY,
+        "model_steps": steps,
+        "window_s": elapsed,
+        "cpu_util": cpu / elapsed,
+        "cpu_ms_per_step": 1000 * cpu / steps if steps else None,
+        "client_cpu_util": None if peer.in_process else client / elapsed,
+        "runs_ended": ended,
+        "errors": len(errors),
+        "last_error": errors[-1] if errors else "",
+    }
+
+
+async def measure(peer: Peer, quick: bool) -> dict[str, Any]:
+    concurrency, warmup, window, runs = levels(quick)
+    one = await sequential(peer, runs)
+    rows = [await saturate(peer, level, warmup, window) for level in concurrency]
+    return {
+        "sequential": one,
+        "rows": rows,
+        "saturation_steps_per_s": max(row["steps_per_s"] for row in rows),
+    }
+
+
+@contextlib.contextmanager
+def fake_model() -> Any:
+    workdir = Path(tempfile.mkdtemp(prefix="juru-bench-peer-"))
+    model = FakeModel(workdir / "fake-model.log", LATENCY, STEPS_PER_RUN - 1, TOOL_NAME)
+    try:
+        yield model.start(), workdir
+    finally:
+        model.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@contextlib.asynccontextmanager
+async def saver(kind: str, folder: Path) -> AsyncIterator[Any]:
+    if kind == "memory":
+        yield InMemorySaver()
+        return
+    async with AsyncSqliteSaver.from_conn_string(str(folder / f"cp-{uuid.uuid4().hex}.db")) as db:
+        yield db
+
+
+async def run_bare(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
+    """The graph in-process on LangGraph's savers (`dialect` names the row only)."""
+    savers = []
+    with fake_model() as (model, workdir):
+        for kind in ("sqlite", "memory"):
+            async with saver(kind, workdir) as checkpointer:
+                graph = build_react_graph(model.base_url, "bench").copy(
+                    {"checkpointer": checkpointer}
+                )
+
+                async def one_run(graph: Any = graph) -> None:
+                    config = {"configurable": {"thread_id": uuid.uuid4().hex}}
+                    state = await graph.ainvoke({"messages": [HumanMessage("go")]}, config)
+                    if state["messages"][-1].content != "done":
+                        raise RuntimeError(f"a bare run did not answer: {state['messages'][-1]}")
+
+                peer = Peer(one_run, time.process_time, model, in_process=True)
+                savers.append({"checkpointer": kind, **await measure(peer, quick)})
+    return {"scenario": "bare", "db": "in-process", "savers": savers}
+
+
+async def run_playground(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
+    """The graph as a Juru playground feature, over HTTP. The server has no hosted workers
+    (JURU_WORKERS=0): the playground runs a turn in its request, and idle workers would only
+    add their polling."""
+    env = {
+        "PLAYGROUND_ENABLED": "true",
+        "JURU_FEATURES": "bench.graphs:react_feature",
+        "PYTHONPATH": str(REPO),
+    }
+    concurrency = max(levels(quick)[0])
+    with stack(dialect, workers=0, latency=LATENCY, tool_name=TOOL_NAME, env=env) as bench:
+        limits = httpx.Limits(max_connections=concurrency + 10)
+        async with httpx.AsyncClient(
+            base_url=bench.server.base_url, limits=limits, timeout=httpx.Timeout(120, pool=600)
+        ) as http:
+
+            async def one_run() -> None:
+                body = {"feature": FEATURE_NAME, "message": "go", "max_steps": 25}
+                response = await http.post("/playground/messages", json=body)
+                if response.status_code != 200:
+                    raise RuntimeError(f"playground: {response.status_code} {response.text}")
+                turn = response.json()
+                if turn["answer"] != "done":
+                    raise RuntimeError(f"a playground turn did not answer: {turn['error']}")
+
+            peer = Peer(one_run, bench.server.cpu_seconds, bench.model, bench.database.commits)
+            measured = await measure(peer, quick)
+    return {"scenario": "playground", "db": dialect, "workers": 0, **measured}
+
+
+async def run_aegra(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
+    """Aegra on PostgreSQL (it has no other database), over HTTP; an Aegra that cannot run
+    here is reported, not raised."""
+    base = {"scenario": "aegra", "db": "postgresql", "python": sys.version.split()[0]}
+    if not postgres_reachable():
+        return {**base, "unavailable": "Aegra needs PostgreSQL, and none is reachable"}
+    try:
+        python = await asyncio.to_thread(aegra.ensure_venv)
+    except (aegra.AegraUnavailableError, OSError, subprocess.SubprocessError) as error:
+        return {**base, "unavailable": str(error)}
+    version = aegra.installed_version(python)
+    concurrency = max(levels(quick)[0])
+    with fake_model() as (model, workdir):
+        server = aegra.AegraServer(python, workdir, model)
+        try:
+            server.start()
+        except RuntimeError as error:
+            server.stop()
+            return {**base, "version": version, "unavailable": f"Aegra did not start: {error}"}
+        try:
+            limits = httpx.Limits(max_connections=concurrency + 10)
+            async with httpx.AsyncClient(
+                base_url=server.base_url, limits=limits, timeout=httpx.Timeout(330, pool=600)
+            ) as http:
+                peer = Peer(
+                    lambda: aegra.one_run(http), server.cpu_seconds, model, aegra.pg_commits
+                )
+                measured = await measure(peer, quick)
+        finally:
+            server.stop()
+    return {**base, "version": version, "version_note": aegra.VERSION_NOTE, **measured}
