@@ -189,7 +189,7 @@ class TestIllegalTransitions:
         machine = hosted.context.machine
         assert await machine.cancel(run["id"]) is None
         assert await machine.fail(record, "x", sources=(RunStatus.QUEUED,)) is None
-        assert await machine.claim("someone") is None
+        assert await machine.claim("someone") == []
         assert (await hosted.get_run(run["id"]))["status"] == "cancelled"
 
     async def test_the_database_refuses_an_unknown_status(self, hosted: HostedHarness) -> None:
@@ -268,14 +268,24 @@ class TestRaces:
             assert await hosted.get_run(run["id"]) == paused
         assert (await hosted.answer(paused)).status_code == 200
 
+    async def test_one_claim_takes_several_runs_oldest_first(self, hosted: HostedHarness) -> None:
+        first, second, third = [await hosted.new_run() for _ in range(3)]
+        machine = hosted.context.machine
+        taken = await machine.claim("batch", 2)
+        assert [run.id for run in taken] == [first["id"], second["id"]]
+        assert all(run.lease_owner == "batch" and run.status == "running" for run in taken)
+        # Fewer than asked for: nothing else is waiting.
+        assert [run.id for run in await machine.claim("batch", 5)] == [third["id"]]
+        assert await machine.claim("other", 5) == []
+
     async def test_an_expired_lease_lets_another_worker_finish_the_run(
         self, hosted: HostedHarness
     ) -> None:
         run = await hosted.new_run()
         machine = hosted.context.machine
-        claimed = await machine.claim("worker-that-dies")
-        assert claimed is not None and claimed.id == run["id"]
-        assert await machine.claim("impatient") is None
+        [claimed] = await machine.claim("worker-that-dies")
+        assert claimed.id == run["id"]
+        assert await machine.claim("impatient") == []
         hosted.clock.advance(machine.limits.lease_seconds + 1)
         await hosted.work()
         paused = await hosted.get_run(run["id"])
@@ -411,11 +421,11 @@ class TestResilience:
         real_claim = worker.machine.claim
         calls = []
 
-        async def flaky_claim(name: str) -> Any:
+        async def flaky_claim(name: str, limit: int = 1) -> Any:
             calls.append(name)
             if len(calls) == 1:
                 raise ConnectionError("database restarting")
-            return await real_claim(name)
+            return await real_claim(name, limit)
 
         monkeypatch.setattr(worker.machine, "claim", flaky_claim)
         task = asyncio.create_task(worker.run_forever())

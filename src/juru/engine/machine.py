@@ -198,13 +198,14 @@ class RunMachine:
             RunGuard(deadline_before=self.clock.now()),
         )
 
-    async def claim(self, worker: str) -> RunRecord | None:
-        """A run that needs a worker, now leased to `worker` (queued → running, or a re-claim)."""
-        claimed = await run_store.claim_next_run(
-            self.engine, worker, self.clock.now(), self.limits.lease_seconds
+    async def claim(self, worker: str, limit: int = 1) -> list[RunRecord]:
+        """Up to `limit` runs that need a worker, now leased to `worker` (queued → running, or
+        a re-claim); fewer than `limit` when no more are waiting."""
+        claimed = await run_store.claim_runs(
+            self.engine, worker, self.clock.now(), self.limits.lease_seconds, limit
         )
-        if claimed is not None:
-            await self.events.publish(claimed.id)
+        for run in claimed:
+            await self.events.publish(run.id)
         return claimed
 
     async def renew_lease(self, run: RunRecord, worker: str) -> bool:

@@ -48,15 +48,16 @@ class Worker:
     async def fill_slots(self) -> int:
         """Claim runs while there are free slots; return how many were started."""
         started = 0
-        while len(self._running) < self.concurrency:
-            run = await self.machine.claim(self.name)
-            if run is None:
+        while (free := self.concurrency - len(self._running)) > 0:
+            claimed = await self.machine.claim(self.name, free)
+            for run in claimed:
+                logger.info("worker %s took run %s (attempt %d)", self.name, run.id, run.attempts)
+                execution = RunExecution(self.context, run, self.name)
+                task = asyncio.create_task(self._execute(execution), name=f"run {run.id}")
+                self._running.add(task)
+            started += len(claimed)
+            if len(claimed) < free:
                 break
-            logger.info("worker %s took run %s (attempt %d)", self.name, run.id, run.attempts)
-            execution = RunExecution(self.context, run, self.name)
-            task = asyncio.create_task(self._execute(execution), name=f"run {run.id}")
-            self._running.add(task)
-            started += 1
         return started
 
     async def _execute(self, execution: RunExecution) -> None:
@@ -74,8 +75,11 @@ class Worker:
                     worker=self.name,
                 )
         finally:
+            was_full = len(self._running) >= self.concurrency
             self._running.discard(asyncio.current_task())
-            await self.machine.events.announce_work()
+            if was_full:
+                # A slot is free again: this worker may take a run it had to leave waiting.
+                await self.machine.events.announce_work()
 
     async def drain(self) -> None:
         """Wait until every run started so far has stopped (tests and shutdown)."""

@@ -146,10 +146,11 @@ async def transition_run(
     return await _returning_run(engine, statement)
 
 
-async def claim_next_run(
-    engine: AsyncEngine, worker: str, now: datetime, lease_seconds: float
-) -> RunRecord | None:
-    """Take the oldest run that needs a worker: queued, resumed, or left by a dead worker."""
+async def claim_runs(
+    engine: AsyncEngine, worker: str, now: datetime, lease_seconds: float, limit: int = 1
+) -> list[RunRecord]:
+    """Take up to `limit` of the oldest runs that need a worker (queued, resumed, or left by a
+    dead worker) in one statement; fewer than `limit` means none is left."""
     claimable = or_(
         runs.c.status == RunStatus.QUEUED.value,
         and_(
@@ -157,13 +158,22 @@ async def claim_next_run(
             or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at < now),
         ),
     )
-    candidate = select(runs.c.id).where(claimable).order_by(runs.c.id).limit(1)
+    candidates = select(runs.c.id).where(claimable).order_by(runs.c.id).limit(limit)
     if engine.dialect.name == "postgresql":
-        candidate = candidate.with_for_update(skip_locked=True)
+        # A materialised CTE is evaluated once; PostgreSQL may run an IN (subquery) again
+        # and take more than `limit` rows.
+        chosen = (
+            candidates.with_for_update(skip_locked=True)
+            .cte("chosen")
+            .prefix_with("MATERIALIZED", dialect="postgresql")
+        )
+        picked: Any = runs.c.id.in_(select(chosen.c.id))
+    else:
+        picked = runs.c.id.in_(candidates.scalar_subquery())
     check_transition(RunStatus.QUEUED, RunStatus.RUNNING)
     statement = (
         update(runs)
-        .where(runs.c.id == candidate.scalar_subquery(), claimable)
+        .where(picked, claimable)
         .values(
             status=RunStatus.RUNNING.value,
             lease_owner=worker,
@@ -173,7 +183,12 @@ async def claim_next_run(
         )
         .returning(*runs.c)
     )
-    return await _returning_run(engine, statement)
+
+    async def execute(connection: AsyncConnection) -> list[RunRecord]:
+        rows = (await connection.execute(statement)).all()
+        return sorted((RunRecord.from_row(row._mapping) for row in rows), key=lambda r: r.id)
+
+    return await write(engine, execute)
 
 
 def held_by(worker: str) -> Any:
