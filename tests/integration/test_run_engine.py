@@ -9,14 +9,15 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from sqlalchemy import text, update
+from sqlalchemy import event, text, update
 from sqlalchemy.exc import IntegrityError
 
 from juru.core.states import RunStatus
-from juru.engine.execution import hosted_thread_key
+from juru.engine.execution import INPUT_WRITE_CHUNK, hosted_thread_key
 from juru.store import runs as run_store
 from juru.store.pruning import count_checkpoints
 from juru.store.tables import runs
+from juru.store.transcript import list_messages
 from tests.support.fake_openai import FakeOpenAIServer
 from tests.support.hosted import HostedHarness
 
@@ -438,3 +439,37 @@ class TestResilience:
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+
+
+class TestLargeInputs:
+    async def test_a_large_input_is_written_in_short_transactions(
+        self, hosted: HostedHarness
+    ) -> None:
+        rows_per_statement: list[int] = []
+
+        def count(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+            if statement.lstrip().upper().startswith("INSERT INTO THREAD_MESSAGES"):
+                rows_per_statement.append(len(parameters) if isinstance(parameters, list) else 1)
+
+        agent = await hosted.create_agent()
+        thread = await hosted.create_thread(agent["id"])
+        size = 3 * INPUT_WRITE_CHUNK + 7
+        messages = [{"role": "user", "content": f"message {i}"} for i in range(size)]
+        run = (await hosted.start_run(thread["id"], messages)).json()
+        engine = hosted.context.engine.sync_engine
+        event.listen(engine, "before_cursor_execute", count)
+        try:
+            await hosted.work()
+        finally:
+            event.remove(engine, "before_cursor_execute", count)
+        assert (await hosted.get_run(run["id"]))["status"] == "succeeded"
+        # Written ahead in chunks (each its own transaction), then the step's own write.
+        assert max(rows_per_statement) == INPUT_WRITE_CHUNK
+        assert sum(rows_per_statement) == size + 1
+        tail = await list_messages(hosted.context.engine, thread["id"], 10, after=size - 3)
+        assert [(m.position, m.role) for m in tail.items] == [
+            (size - 2, "user"),
+            (size - 1, "user"),
+            (size, "assistant"),
+        ]
+        assert [m.content for m in tail.items[:2]] == [f"message {size - 2}", f"message {size - 1}"]

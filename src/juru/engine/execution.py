@@ -36,11 +36,13 @@ from juru.store.checkpointer import settle_checkpointer
 from juru.store.pruning import prune_checkpoints
 from juru.store.records import RunRecord
 from juru.store.steps import StatusChange, StepWrite
+from juru.store.transcript import append_messages
 from juru.store.usage import ChargeRequest
 from juru.tools.runtime import BuiltinServices
 
 logger = logging.getLogger(__name__)
 RUN_ID_KEY = "juru_run_id"
+INPUT_WRITE_CHUNK = 200
 REASON_BY_ERROR = {
     StepLimitError.__name__: FailureReason.STEP_LIMIT,
     GraphRecursionError.__name__: FailureReason.STEP_LIMIT,
@@ -213,7 +215,7 @@ class RunExecution:
             return
         else:
             messages = input_messages(self.run)
-            self._buffer(messages)
+            await self._write_input(messages)
             stream = runner.stream_message(
                 agent, run_input(messages), self.thread_key, limit, self._options(True)
             )
@@ -250,6 +252,22 @@ class RunExecution:
             if isinstance(message, AIMessage) and step is not None:
                 self._charge(message, step)
 
+    async def _write_input(self, messages: Sequence[BaseMessage]) -> None:
+        """A small input goes with the first step's write; a large one is written ahead, in
+        transactions of INPUT_WRITE_CHUNK rows, so no single write holds the database long."""
+        entries = transcript_entries(messages)
+        if len(entries) <= INPUT_WRITE_CHUNK:
+            self.unwritten.extend(entries)
+            return
+        for start in range(0, len(entries), INPUT_WRITE_CHUNK):
+            await append_messages(
+                self.machine.engine,
+                self.run.thread_id,
+                self.run.id,
+                entries[start : start + INPUT_WRITE_CHUNK],
+                self.machine.clock.now(),
+            )
+
     def _pauses_or_ends(self, reply: AIMessage) -> bool:
         """Whether the graph stops right after this reply (an answer, or only client calls):
         its write then waits to go with the status change, in the same transaction."""
@@ -272,7 +290,7 @@ class RunExecution:
             )
         )
 
-    async def _write(self, status: StatusChange | None = None) -> RunRecord | None:
+    async def _write(self, status: StatusChange | None = None) -> None:
         """Everything not yet written, in one transaction: messages, step count, charges and
         the status change. Raises LeaseLostError when the run is no longer this worker's."""
         step = StepWrite(
@@ -286,12 +304,10 @@ class RunExecution:
             charges=tuple(self.charges),
             status=status,
         )
-        recorded = await self.machine.record_step(step, self.context.meter.rules)
-        if recorded is None:
+        if not await self.machine.record_step(step, self.context.meter.rules):
             raise LeaseLostError(self.run.id)
         self.unwritten.clear()
         self.charges.clear()
-        return recorded
 
     async def _finish(self, turn: runner.Turn, output: str) -> None:
         if turn.error is not None:

@@ -123,12 +123,12 @@ class RunMachine:
     ) -> RunRecord | None:
         return await self._apply(run, worker, self.pausing(run, pending, step_count))
 
-    async def record_step(self, step: StepWrite, rules: PriceRules) -> RunRecord | None:
-        """A step's effects in one transaction (`store.steps.record_step`); None when the run
+    async def record_step(self, step: StepWrite, rules: PriceRules) -> bool:
+        """A step's effects in one transaction (`store.steps.record_step`); False when the run
         is no longer the worker's. Wakes the run's watchers when its status changed."""
         recorded = await step_store.record_step(self.engine, step, rules)
-        if recorded is not None and step.status is not None:
-            await self.events.publish(recorded.id)
+        if recorded and step.status is not None:
+            await self.events.publish(step.run_id)
         return recorded
 
     async def submit_tool_outputs(

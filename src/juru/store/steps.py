@@ -21,7 +21,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from juru.core.money import PriceRules
 from juru.core.states import RunStatus, check_transition
-from juru.store.records import RunRecord
 from juru.store.runs import held_by
 from juru.store.tables import runs, thread_messages
 from juru.store.transactions import write
@@ -96,14 +95,14 @@ async def append_transcript(
     await connection.execute(transcript_upsert(connection.dialect.name), rows)
 
 
-async def record_step(engine: AsyncEngine, step: StepWrite, rules: PriceRules) -> RunRecord | None:
-    """Write the step in one transaction. Returns the run as it is now, or None (and nothing
-    written) when the run is no longer running under `step.worker`'s lease."""
+async def record_step(engine: AsyncEngine, step: StepWrite, rules: PriceRules) -> bool:
+    """Write the step in one transaction. False (and nothing written) when the run is no longer
+    running under `step.worker`'s lease."""
     if step.status is not None:
         for source in step.status.sources:
             check_transition(source, step.status.target)
 
-    async def work(connection: AsyncConnection) -> RunRecord:
+    async def work(connection: AsyncConnection) -> None:
         cost = Decimal(0)
         for charge in step.charges:
             cost += await take_charge(connection, charge, rules, step.tier)
@@ -116,17 +115,13 @@ async def record_step(engine: AsyncEngine, step: StepWrite, rules: PriceRules) -
         if step.status is not None:
             values.update(step.status.values, status=step.status.target.value)
             conditions.append(runs.c.status.in_([s.value for s in step.status.sources]))
-        row = (
-            await connection.execute(
-                update(runs).where(*conditions).values(values).returning(*runs.c)
-            )
-        ).first()
-        if row is None:
+        updated = await connection.execute(update(runs).where(*conditions).values(values))
+        if not updated.rowcount:
             raise _LeaseLost
         await append_transcript(connection, step.thread_id, step.run_id, step.messages, step.now)
-        return RunRecord.from_row(row._mapping)
 
     try:
-        return await write(engine, work)
+        await write(engine, work)
     except _LeaseLost:
-        return None
+        return False
+    return True
