@@ -1,0 +1,117 @@
+"""A server killed inside a step's transaction: the run resumes from its checkpoint with nothing
+charged twice and no transcript row repeated, on both databases.
+
+The first server (`tests.support.crash_serve`) kills itself with SIGKILL right after one of the
+step's statements ran, before the COMMIT; a second, ordinary server takes the run over once the
+lease (2 s) has expired. Nothing sleeps to synchronise: everything is polled against a deadline.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from juru.store.tables import runs, usage_charges
+from tests.e2e.test_hosted_runs import (
+    FAKE_MODEL,
+    Api,
+    Database,
+    FakeOpenAIProcess,
+    juru_serve,
+    until,
+)
+from tests.support.hosted import WEATHER_TOOL
+from tests.support.server import ServerProcess, api_key, free_port
+
+pytestmark = pytest.mark.e2e
+
+# Statements of the step's one transaction (store.steps.record_step), in the order it runs them.
+CRASH_POINTS = [
+    r"^\s*INSERT INTO usage_charges",
+    r"^\s*UPDATE runs SET .*cost_rupiah=\(runs\.cost_rupiah \+.* WHERE .*lease_owner",
+    r"^\s*INSERT INTO thread_messages",
+]
+
+
+@pytest.fixture
+def database(database_url: str) -> Iterator[Database]:
+    opened = Database(database_url)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> Iterator[FakeOpenAIProcess]:
+    process = FakeOpenAIProcess(tmp_path / "fake_openai.log").start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def crashing_serve(
+    database_url: str, log: Path, port: int, crash_at: str, **env: str
+) -> ServerProcess:
+    server = juru_serve(database_url, log, port, JURU_TEST_CRASH_AT=crash_at, **env)
+    server.command = [sys.executable, "-m", "tests.support.crash_serve", "serve"]
+    return server
+
+
+@pytest.mark.parametrize("crash_at", CRASH_POINTS)
+def test_a_kill_inside_the_step_transaction_charges_once_and_records_once(
+    crash_at: str, database_url: str, database: Database, tmp_path: Path, fake: FakeOpenAIProcess
+) -> None:
+    fake.script(
+        [
+            {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Jakarta"}}]},
+            {"content": "Di Jakarta 29°C."},
+        ]
+    )
+    env = {**fake.env(), "JURU_LEASE_SECONDS": "2"}
+    port = free_port()
+    first = crashing_serve(database_url, tmp_path / "first.log", port, crash_at, **env).start()
+    key = api_key(database_url)
+    with Api(first.base_url, key) as api:
+        agent = api.create_agent(model_id=FAKE_MODEL, tools=[WEATHER_TOOL], max_steps=5)
+        thread = api.create_thread(agent["id"])
+        run = api.create_run(thread["id"], "Cuaca di Jakarta?")
+    # The first step's write kills the server before it commits.
+    until(lambda: first.process is not None and first.process.poll() is not None, "the crash")
+    assert database.runs()[run["id"]][0] == "running"
+    with database.engine.connect() as connection:
+        assert connection.execute(select(usage_charges)).all() == []
+
+    second = juru_serve(database_url, tmp_path / "second.log", port, **env)
+    with second, Api(second.base_url, key) as api:
+        waiting = api.wait_for(run["id"], "requires_action")
+        assert waiting["step_count"] == 1
+        [call] = waiting["pending_tool_calls"]
+        outputs = [{"tool_call_id": call["id"], "output": "29°C"}]
+        answered = api.http.post(f"/v1/runs/{run['id']}/tool_outputs", json={"outputs": outputs})
+        assert answered.status_code == 200, answered.text
+        done = api.wait_for(run["id"], "succeeded")
+        messages = api.messages(thread["id"])
+
+    assert done["step_count"] == 2
+    # The checkpoint kept the first model call, so the provider was asked once per step.
+    assert len(fake.requests()) == 2
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
+    assert len({m["id"] for m in messages}) == len(messages)
+    with database.engine.connect() as connection:
+        charges = connection.execute(
+            select(usage_charges.c.step, usage_charges.c.cost_rupiah).where(
+                usage_charges.c.run_id == run["id"]
+            )
+        ).all()
+        cost = connection.execute(
+            select(runs.c.cost_rupiah).where(runs.c.id == run["id"])
+        ).scalar_one()
+    assert sorted(step for step, _ in charges) == [1, 2]
+    assert all(amount > 0 for _, amount in charges)
+    assert cost == sum(amount for _, amount in charges)
