@@ -39,7 +39,7 @@ from juru.settings import Settings
 from juru.store.checkpointer import open_checkpointer
 from juru.store.database import create_engine
 from juru.store.migrations import upgrade_to_head
-from juru.store.transactions import wait_for_writes
+from juru.store.transactions import wait_for_writes, write_queue_of
 from juru.store.urls import DatabaseUrl
 from juru.tools.runtime import BuiltinPrices, BuiltinServices
 from juru.tools.speech import EspeakSynthesizer
@@ -136,7 +136,7 @@ async def open_context(
     events = run_events(database)
     try:
         await events.start()
-        async with open_checkpointer(database) as checkpointer:
+        async with open_checkpointer(database, write_queue_of(engine)) as checkpointer:
             registry = FeatureRegistry(features, checkpointer)
             limits = limits or RunLimits(lease_seconds=settings.lease_seconds)
             machine = RunMachine(engine, events, clock, limits)
