@@ -21,10 +21,11 @@ from juru.billing.meter import Meter
 from juru.billing.rate_limits import RateLimiter
 from juru.core.clock import Clock, SystemClock
 from juru.core.money import PriceRules
-from juru.engine.events import LocalRunEvents, PostgresRunEvents, RunEvents
+from juru.engine.events import PostgresRunEvents, RunEvents
 from juru.engine.execution import RunContext
 from juru.engine.graphs import CompiledGraphs
 from juru.engine.machine import RunLimits, RunMachine
+from juru.engine.socket_events import SocketRunEvents, events_directory
 from juru.engine.worker import Reaper, Worker
 from juru.files.storage import FileStorage, LocalFileStorage
 from juru.hosted.chat import ChatCompletions
@@ -112,7 +113,7 @@ def builtin_services(
 
 def run_events(database: DatabaseUrl) -> RunEvents:
     if database.is_sqlite:
-        return LocalRunEvents()
+        return SocketRunEvents(events_directory(database.sqlite_path))
     return PostgresRunEvents(database.libpq_dsn())
 
 
