@@ -26,7 +26,7 @@ from juru.engine.execution import RunContext
 from juru.engine.graphs import CompiledGraphs
 from juru.engine.machine import RunLimits, RunMachine
 from juru.engine.socket_events import SocketRunEvents, events_directory
-from juru.engine.worker import Reaper, Worker
+from juru.engine.worker import Reaper, Worker, take_back_runs, worker_name
 from juru.files.storage import FileStorage, LocalFileStorage
 from juru.hosted.chat import ChatCompletions
 from juru.hosted.documents import DocumentLibrary
@@ -191,12 +191,20 @@ async def open_context(
 
 
 @contextlib.asynccontextmanager
-async def running_workers(context: AppContext, concurrency: int) -> AsyncIterator[Worker | None]:
-    """Run a worker (and the reaper) in the background while the block runs."""
+async def running_workers(
+    context: AppContext, concurrency: int, stable_name: str | None = None
+) -> AsyncIterator[Worker | None]:
+    """Run a worker (and the reaper) in the background while the block runs.
+
+    With a `stable_name` (the same in every incarnation of this worker, and used by no other
+    live process), the runs its previous process left are taken back at once.
+    """
     if concurrency <= 0:
         yield None
         return
-    worker = Worker(context.run_context(), concurrency)
+    if stable_name is not None:
+        await take_back_runs(context.machine, f"{stable_name}/")
+    worker = Worker(context.run_context(), concurrency, worker_name(stable_name))
     tasks = [
         asyncio.create_task(worker.run_forever(), name="juru-worker"),
         asyncio.create_task(Reaper(context.run_context()).run_forever(), name="juru-reaper"),
