@@ -22,18 +22,23 @@ from juru.settings import Settings
 
 
 def create_app(
-    settings: Settings, *, clock: Clock | None = None, limits: RunLimits | None = None
+    settings: Settings,
+    *,
+    clock: Clock | None = None,
+    limits: RunLimits | None = None,
+    worker_name: str | None = None,
 ) -> FastAPI:
     """Build the app for `settings`; nothing is opened until the app starts.
 
-    The lifespan opens the database and, with `settings.workers` > 0, runs workers in-process.
+    The lifespan opens the database and, with `settings.workers` > 0, runs workers in-process
+    (under the stable `worker_name` if one is given: see `context.running_workers`).
     """
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with (
             open_context(settings, clock, limits) as context,
-            running_workers(context, settings.workers) as worker,
+            running_workers(context, settings.workers, worker_name) as worker,
         ):
             app.state.context = context
             app.state.worker = worker

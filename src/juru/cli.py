@@ -45,54 +45,112 @@ def serve(
     host: Annotated[str | None, typer.Option(help="Address to bind (default 127.0.0.1).")] = None,
     port: Annotated[int | None, typer.Option(help="Port (default $PORT, else 8000).")] = None,
 ) -> None:
-    """Serve the HTTP API."""
+    """Serve the HTTP API, with runs executed by worker processes beside it."""
     from juru.app import create_app
+    from juru.serving import (
+        InstanceTakenError,
+        WorkerProcesses,
+        instance_name,
+        owned_instance,
+        serve_with_worker_processes,
+        take_back_instance_runs,
+        worker_process_count,
+    )
 
     settings = Settings()
     bind_host, bind_port = host or settings.host, port or settings.port
-    dialect = DatabaseUrl.parse(settings.database_url).dialect
+    database = DatabaseUrl.parse(settings.database_url)
+    name = instance_name(settings, database)
+    processes = worker_process_count(settings)
+    if settings.workers <= 0:
+        workers = "no workers (API only)"
+    elif processes == 0:
+        workers = f"{settings.workers} run slots in this process"
+    else:
+        workers = f"{processes} worker processes of {settings.workers} run slots"
     console.print(
-        f"Juru on http://{bind_host}:{bind_port} · database {dialect}"
+        f"Juru on http://{bind_host}:{bind_port} · database {database.dialect}"
+        f" · instance {name} · {workers}"
         f" · default model {settings.default_model}"
         f" · playground {'on' if settings.playground_enabled else 'off'}"
         f" · agent runtime {settings.runtime_agent if settings.runtime_enabled else 'off'}"
     )
     configure_logging()
-    # Long-polls (`?wait=` up to 30 s) must not hold a stopping server: 10 s, then they are cut.
-    uvicorn.run(
-        create_app(settings),
-        host=bind_host,
-        port=bind_port,
-        log_level="info",
-        timeout_graceful_shutdown=10,
-    )
+    if database.is_sqlite:
+        upgrade_to_head(database)
+    try:
+        with owned_instance(database, name) as inherited_fd:
+            if settings.workers > 0:
+                # This instance owns its name: runs still leased under it have no live worker.
+                for run_id in take_back_instance_runs(database, name):
+                    logging.getLogger("juru").info("run %s is taken back at once", run_id)
+            if processes == 0:
+                app = create_app(settings, worker_name=f"{name}/w0")
+            else:
+                app = create_app(settings.model_copy(update={"workers": 0}))
+            # Long-polls (`?wait=` up to 30 s) must not hold a stopping server: 10 s, then cut.
+            config = uvicorn.Config(
+                app, host=bind_host, port=bind_port, log_level="info", timeout_graceful_shutdown=10
+            )
+            if processes == 0:
+                uvicorn.Server(config).run()
+                return
+            fds = () if inherited_fd is None else (inherited_fd,)
+            asyncio.run(serve_with_worker_processes(config, WorkerProcesses(name, processes, fds)))
+    except InstanceTakenError as error:
+        console.print(f"[red]error:[/red] {error}")
+        raise typer.Exit(1) from None
+
+
+DEFAULT_SLOTS: int = Settings.model_fields["workers"].default
 
 
 @cli.command()
 def worker(
     concurrency: Annotated[
-        int | None, typer.Option(help="Runs executed at once (default $JURU_WORKERS, else 8).")
+        int | None,
+        typer.Option(help=f"Runs executed at once (default $JURU_WORKERS, else {DEFAULT_SLOTS})."),
     ] = None,
+    stable_name: Annotated[
+        str | None,
+        typer.Option(
+            help="A name that this worker keeps across restarts and no other live worker uses: "
+            "the runs its previous process left are taken back at once, not after their lease."
+        ),
+    ] = None,
+    parent_fd: Annotated[int | None, typer.Option(hidden=True)] = None,
 ) -> None:
-    """Execute hosted runs without serving HTTP (scale out on PostgreSQL)."""
+    """Execute hosted runs without serving HTTP (`juru serve` starts these itself)."""
     settings = Settings()
-    slots = concurrency or settings.workers or 8
+    slots = concurrency or settings.workers or DEFAULT_SLOTS
     configure_logging()
     console.print(
-        f"Juru worker · {slots} slots · database {DatabaseUrl.parse(settings.database_url).dialect}"
+        f"Juru worker {stable_name or ''}· {slots} slots"
+        f" · database {DatabaseUrl.parse(settings.database_url).dialect}"
     )
-    asyncio.run(_work(settings, slots))
+    asyncio.run(_work(settings, slots, stable_name, parent_fd))
 
 
-async def _work(settings: Settings, slots: int) -> None:
+async def _work(
+    settings: Settings, slots: int, stable_name: str | None, parent_fd: int | None
+) -> None:
     from juru.context import open_context, running_workers
+    from juru.serving import wait_for_parent_exit
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    async with open_context(settings) as context, running_workers(context, slots):
-        await stop.wait()
+    async with open_context(settings) as context, running_workers(context, slots, stable_name):
+        if parent_fd is None:
+            await stop.wait()
+            return
+        # Started by `juru serve`: stop too when it has gone, however it went.
+        parent_gone = asyncio.create_task(wait_for_parent_exit(parent_fd))
+        stopped = asyncio.create_task(stop.wait())
+        await asyncio.wait([parent_gone, stopped], return_when=asyncio.FIRST_COMPLETED)
+        for task in (parent_gone, stopped):
+            task.cancel()
 
 
 @db_cli.command("upgrade")

@@ -21,11 +21,12 @@ from juru.billing.meter import Meter
 from juru.billing.rate_limits import RateLimiter
 from juru.core.clock import Clock, SystemClock
 from juru.core.money import PriceRules
-from juru.engine.events import LocalRunEvents, PostgresRunEvents, RunEvents
+from juru.engine.events import PostgresRunEvents, RunEvents
 from juru.engine.execution import RunContext
 from juru.engine.graphs import CompiledGraphs
 from juru.engine.machine import RunLimits, RunMachine
-from juru.engine.worker import Reaper, Worker
+from juru.engine.socket_events import SocketRunEvents, events_directory
+from juru.engine.worker import Reaper, Worker, take_back_runs, worker_name
 from juru.files.storage import FileStorage, LocalFileStorage
 from juru.hosted.chat import ChatCompletions
 from juru.hosted.documents import DocumentLibrary
@@ -39,7 +40,7 @@ from juru.settings import Settings
 from juru.store.checkpointer import open_checkpointer
 from juru.store.database import create_engine
 from juru.store.migrations import upgrade_to_head
-from juru.store.transactions import wait_for_writes
+from juru.store.transactions import wait_for_writes, write_queue_of
 from juru.store.urls import DatabaseUrl
 from juru.tools.runtime import BuiltinPrices, BuiltinServices
 from juru.tools.speech import EspeakSynthesizer
@@ -112,7 +113,7 @@ def builtin_services(
 
 def run_events(database: DatabaseUrl) -> RunEvents:
     if database.is_sqlite:
-        return LocalRunEvents()
+        return SocketRunEvents(events_directory(database.sqlite_path))
     return PostgresRunEvents(database.libpq_dsn())
 
 
@@ -136,7 +137,7 @@ async def open_context(
     events = run_events(database)
     try:
         await events.start()
-        async with open_checkpointer(database) as checkpointer:
+        async with open_checkpointer(database, write_queue_of(engine)) as checkpointer:
             registry = FeatureRegistry(features, checkpointer)
             limits = limits or RunLimits(lease_seconds=settings.lease_seconds)
             machine = RunMachine(engine, events, clock, limits)
@@ -193,12 +194,20 @@ async def open_context(
 
 
 @contextlib.asynccontextmanager
-async def running_workers(context: AppContext, concurrency: int) -> AsyncIterator[Worker | None]:
-    """Run a worker (and the reaper) in the background while the block runs."""
+async def running_workers(
+    context: AppContext, concurrency: int, stable_name: str | None = None
+) -> AsyncIterator[Worker | None]:
+    """Run a worker (and the reaper) in the background while the block runs.
+
+    With a `stable_name` (the same in every incarnation of this worker, and used by no other
+    live process), the runs its previous process left are taken back at once.
+    """
     if concurrency <= 0:
         yield None
         return
-    worker = Worker(context.run_context(), concurrency)
+    if stable_name is not None:
+        await take_back_runs(context.machine, f"{stable_name}/")
+    worker = Worker(context.run_context(), concurrency, worker_name(stable_name))
     tasks = [
         asyncio.create_task(worker.run_forever(), name="juru-worker"),
         asyncio.create_task(Reaper(context.run_context()).run_forever(), name="juru-reaper"),

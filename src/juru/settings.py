@@ -43,7 +43,28 @@ class Settings(BaseSettings):
     default_model: str = "juru/demo"
     model_catalog: Path | None = None
     features: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    workers: int = Field(default=8, ge=0, le=1000)
+    workers: int = Field(
+        default=256,
+        ge=0,
+        le=10_000,
+        description="Runs each worker process executes at once (a run waiting on a model costs "
+        "little); 0 = API only, no workers.",
+    )
+    worker_processes: int | None = Field(
+        default=None,
+        ge=0,
+        le=1024,
+        description="Worker processes `juru serve` starts beside its API process: default one "
+        "per CPU but one (at least 1); 0 = run the workers inside the API process.",
+    )
+    instance_name: str | None = Field(
+        default=None,
+        min_length=1,
+        pattern=r"^[A-Za-z0-9._:-]+$",
+        description="The stable name of this `juru serve`: its workers' leases carry it, so a "
+        "restarted instance takes its runs back at once. Default `local` on SQLite, the host "
+        "name on PostgreSQL.",
+    )
     lease_seconds: float = Field(
         default=30.0,
         ge=1,

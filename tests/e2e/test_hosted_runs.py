@@ -122,6 +122,8 @@ def juru_serve(
     server_env = {
         "JURU_DATABASE_URL": database_url,
         "JURU_WORKERS": "4",
+        "JURU_WORKER_PROCESSES": "1",
+        "JURU_INSTANCE_NAME": None,
         "PLAYGROUND_ENABLED": None,
         **env,
     }

@@ -1,39 +1,128 @@
-"""Run events: in one process, and between processes over PostgreSQL LISTEN/NOTIFY."""
+"""The RunEvents contract, run against every implementation: in-process (`LocalRunEvents`),
+between the processes of a SQLite database (`SocketRunEvents`) and over PostgreSQL
+LISTEN/NOTIFY (`PostgresRunEvents`).
+
+Each case opens two instances as two processes would; the in-process kind has only one, so
+there "the other process" is the same instance.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import socket
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import pytest
 
-from juru.engine.events import LocalRunEvents, PostgresRunEvents
+from juru.engine.events import LocalRunEvents, PostgresRunEvents, RunEvents
+from juru.engine.socket_events import SocketRunEvents, events_directory
 from juru.store.urls import DatabaseUrl
 
-
-async def test_local_events_wake_the_watchers_of_that_run_only() -> None:
-    events = LocalRunEvents()
-    async with events.watch("run_a") as a, events.watch("run_b") as b:
-        await events.publish("run_a")
-        assert a.is_set() and not b.is_set()
-    await events.announce_work()
-    await asyncio.wait_for(events.wait_for_work(30), timeout=5)
+WAKE_SECONDS = 10.0
+Pair = tuple[RunEvents, RunEvents]
 
 
-@pytest.mark.postgresql
-async def test_an_event_published_by_one_process_wakes_a_watcher_in_another(
-    fresh_postgres_url: str,
-) -> None:
-    dsn = DatabaseUrl.parse(fresh_postgres_url).libpq_dsn()
-    api_process, worker_process = PostgresRunEvents(dsn), PostgresRunEvents(dsn)
-    await api_process.start()
-    await worker_process.start()
+@pytest.fixture(
+    params=[
+        pytest.param("local", id="local"),
+        pytest.param("socket", id="sqlite-socket"),
+        pytest.param("postgresql", id="postgresql", marks=pytest.mark.postgresql),
+    ]
+)
+def backend(request: pytest.FixtureRequest) -> tuple[str, str]:
+    """The kind of events and, for PostgreSQL, the DSN of a fresh database."""
+    if request.param != "postgresql":
+        return request.param, ""
+    url: str = request.getfixturevalue("fresh_postgres_url")
+    return request.param, DatabaseUrl.parse(url).libpq_dsn()
+
+
+@pytest.fixture
+async def pair(backend: tuple[str, str], tmp_path: Path) -> AsyncIterator[Pair]:
+    """Two started instances that share one backing channel (the API and a worker)."""
+    kind, dsn = backend
+    make: Callable[[], RunEvents]
+    if kind == "local":
+        local = LocalRunEvents()
+        await local.start()
+        yield local, local
+        await local.stop()
+        return
+    if kind == "socket":
+        directory = events_directory(tmp_path / "juru.db")
+        make = lambda: SocketRunEvents(directory)  # noqa: E731
+    else:
+        make = lambda: PostgresRunEvents(dsn)  # noqa: E731
+    first, second = make(), make()
+    await first.start()
+    await second.start()
     try:
-        async with api_process.watch("run_x") as changed:
-            await worker_process.publish("run_x")
-            await asyncio.wait_for(changed.wait(), timeout=10)
-        waiting = asyncio.create_task(api_process.wait_for_work(30))
-        await worker_process.announce_work()
-        await asyncio.wait_for(waiting, timeout=10)
+        yield first, second
     finally:
-        await api_process.stop()
-        await worker_process.stop()
+        await first.stop()
+        await second.stop()
+
+
+async def test_a_publish_wakes_the_watchers_of_that_run_only(pair: Pair) -> None:
+    api, worker = pair
+    async with api.watch("run_a") as a, api.watch("run_b") as b, worker.watch("run_a") as own:
+        await worker.publish("run_a")
+        await asyncio.wait_for(a.wait(), WAKE_SECONDS)
+        await asyncio.wait_for(own.wait(), WAKE_SECONDS)
+        # Events arrive in order: once run_c's is in, anything for run_b would have been too.
+        async with api.watch("run_c") as c:
+            await worker.publish("run_c")
+            await asyncio.wait_for(c.wait(), WAKE_SECONDS)
+        assert not b.is_set()
+
+
+async def test_announced_work_wakes_a_waiting_worker(pair: Pair) -> None:
+    api, worker = pair
+    waiting = asyncio.create_task(worker.wait_for_work(60))
+    await asyncio.sleep(0)  # let the task start waiting (no timing: it only yields once)
+    await api.announce_work()
+    await asyncio.wait_for(waiting, WAKE_SECONDS)
+
+
+async def test_work_announced_before_the_wait_is_not_lost(pair: Pair) -> None:
+    api, worker = pair
+    async with worker.watch("run_marker") as marker:
+        await api.announce_work()
+        await api.publish("run_marker")
+        await asyncio.wait_for(marker.wait(), WAKE_SECONDS)
+    await asyncio.wait_for(worker.wait_for_work(60), WAKE_SECONDS)
+
+
+async def test_waiting_for_work_returns_after_its_timeout(pair: Pair) -> None:
+    _, worker = pair
+    await asyncio.wait_for(worker.wait_for_work(0.01), WAKE_SECONDS)
+
+
+async def test_a_closed_watch_is_not_woken(pair: Pair) -> None:
+    api, worker = pair
+    async with api.watch("run_x") as closed:
+        pass
+    async with api.watch("run_y") as later:
+        await worker.publish("run_x")
+        await worker.publish("run_y")
+        await asyncio.wait_for(later.wait(), WAKE_SECONDS)
+    assert not closed.is_set()
+
+
+async def test_sockets_left_by_killed_processes_are_skipped_and_removed(tmp_path: Path) -> None:
+    directory = events_directory(tmp_path / "juru.db")
+    events = SocketRunEvents(directory)
+    await events.start()
+    try:
+        # A killed process leaves its bound socket's file behind, with nobody reading it.
+        dead = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        dead.bind(str(directory / "1-deadbeef.sock"))
+        dead.close()
+        async with events.watch("run_a") as changed:
+            await events.publish("run_a")
+            assert changed.is_set()
+        assert not (directory / "1-deadbeef.sock").exists()
+    finally:
+        await events.stop()
+    assert events.path is not None and not events.path.exists()

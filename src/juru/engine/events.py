@@ -1,6 +1,7 @@
 """Run events: wake whoever waits on a run (`?wait=`, a worker guarding its run) and wake idle
 workers when there is work. In one process an asyncio fan-out does it; on PostgreSQL,
-LISTEN/NOTIFY carries the same events between processes.
+LISTEN/NOTIFY carries the same events between processes, on SQLite Unix datagram sockets
+(`engine.socket_events`).
 """
 
 from __future__ import annotations

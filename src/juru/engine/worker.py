@@ -12,6 +12,8 @@ from datetime import timedelta
 
 from juru.core.states import RunStatus
 from juru.engine.execution import RunContext, RunExecution
+from juru.engine.machine import RunMachine
+from juru.store.leases import release_leases_of
 from juru.store.runs import overdue_runs
 
 logger = logging.getLogger(__name__)
@@ -19,8 +21,23 @@ IDLE_POLL_SECONDS = 2.0
 REAP_EVERY_SECONDS = 5.0
 
 
-def worker_name() -> str:
+def worker_name(stable_name: str | None = None) -> str:
+    """A name for this process's worker: under `stable_name` when there is one, else unique."""
+    if stable_name is not None:
+        return f"{stable_name}/{os.getpid()}"
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+async def take_back_runs(machine: RunMachine, owner_prefix: str) -> list[str]:
+    """Free the runs leased under `owner_prefix` (a previous, dead incarnation) for claiming
+    now rather than once their leases expire; wake their watchers and the workers."""
+    released = await release_leases_of(machine.engine, owner_prefix, machine.clock.now())
+    for run_id in released:
+        logger.info("took back run %s from a previous process of %s", run_id, owner_prefix)
+        await machine.events.publish(run_id)
+    if released:
+        await machine.events.announce_work()
+    return released
 
 
 class Worker:

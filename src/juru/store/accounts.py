@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from sqlalchemy import func, insert, select, update
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from juru.core.ids import new_id
 from juru.core.keys import NewKey
 from juru.store.records import AccountRecord
 from juru.store.tables import accounts, api_keys
+from juru.store.transactions import write
 
 
 class AccountExistsError(ValueError):
@@ -29,11 +31,14 @@ async def create_account(
         "balance_rupiah": balance,
         "created_at": now,
     }
-    async with engine.begin() as connection:
+
+    async def insert_unless_taken(connection: AsyncConnection) -> None:
         taken = await connection.scalar(select(accounts.c.id).where(accounts.c.name == name))
         if taken is not None:
             raise AccountExistsError(f"an account named {name!r} exists already")
         await connection.execute(insert(accounts).values(values))
+
+    await write(engine, insert_unless_taken)
     return AccountRecord(**values)  # type: ignore[arg-type]
 
 
@@ -58,29 +63,26 @@ async def balance_of(engine: AsyncEngine, account_id: str) -> Decimal:
 
 async def top_up(engine: AsyncEngine, name: str, amount: Decimal) -> AccountRecord | None:
     """Add `amount` to the named account's balance atomically (None: no such account)."""
-    async with engine.begin() as connection:
+
+    async def add(connection: AsyncConnection) -> Any:
         await connection.execute(
             update(accounts)
             .where(accounts.c.name == name)
             .values(balance_rupiah=accounts.c.balance_rupiah + amount)
         )
-        row = (await connection.execute(select(accounts).where(accounts.c.name == name))).first()
+        return (await connection.execute(select(accounts).where(accounts.c.name == name))).first()
+
+    row = await write(engine, add)
     return None if row is None else AccountRecord.from_row(row._mapping)
 
 
 async def insert_api_key(engine: AsyncEngine, account_id: str, key: NewKey, now: datetime) -> str:
     """Store the key's prefix and hash (never the key); returns the key's id."""
     key_id = new_id("key")
-    async with engine.begin() as connection:
-        await connection.execute(
-            insert(api_keys).values(
-                id=key_id,
-                account_id=account_id,
-                prefix=key.prefix,
-                key_hash=key.key_hash,
-                created_at=now,
-            )
-        )
+    statement = insert(api_keys).values(
+        id=key_id, account_id=account_id, prefix=key.prefix, key_hash=key.key_hash, created_at=now
+    )
+    await write(engine, lambda connection: connection.execute(statement))
     return key_id
 
 
@@ -98,10 +100,10 @@ async def account_of_key(engine: AsyncEngine, key_hash: str) -> tuple[str, str] 
 
 async def revoke_api_key(engine: AsyncEngine, prefix: str, now: datetime) -> bool:
     """Revoke the live key with this prefix; False if there is none."""
-    async with engine.begin() as connection:
-        result = await connection.execute(
-            update(api_keys)
-            .where(api_keys.c.prefix == prefix, api_keys.c.revoked_at.is_(None))
-            .values(revoked_at=now)
-        )
+    statement = (
+        update(api_keys)
+        .where(api_keys.c.prefix == prefix, api_keys.c.revoked_at.is_(None))
+        .values(revoked_at=now)
+    )
+    result = await write(engine, lambda connection: connection.execute(statement))
     return result.rowcount > 0

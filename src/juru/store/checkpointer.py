@@ -15,19 +15,29 @@ from psycopg_pool import AsyncConnectionPool
 
 from juru.store.database import SQLITE_BUSY_TIMEOUT_MS
 from juru.store.urls import DatabaseUrl
+from juru.store.write_queue import SqliteWriteQueue
 
 POSTGRES_POOL_MAX = 10
 
 
 @asynccontextmanager
-async def open_checkpointer(database: DatabaseUrl) -> AsyncIterator[BaseCheckpointSaver[str]]:
-    """Open (and set up) the SQLite or PostgreSQL saver for `database`."""
+async def open_checkpointer(
+    database: DatabaseUrl, write_queue: SqliteWriteQueue | None = None
+) -> AsyncIterator[BaseCheckpointSaver[str]]:
+    """Open (and set up) the SQLite or PostgreSQL saver for `database`.
+
+    On SQLite with a `write_queue`, the saver's connection waits in that queue (the engine's)
+    instead of in its own lock, so its writes never meet the busy handler either.
+    """
     if database.is_sqlite:
         database.ensure_directory()
         async with aiosqlite.connect(database.sqlite_path) as connection:
             await connection.execute("PRAGMA journal_mode=WAL")
             await connection.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
             sqlite_saver = AsyncSqliteSaver(connection)
+            if write_queue is not None:
+                # The saver serialises every use of its connection on `lock`.
+                sqlite_saver.lock = write_queue.saver_lock()  # type: ignore[assignment]
             await sqlite_saver.setup()
             yield sqlite_saver
         return

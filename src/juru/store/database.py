@@ -8,13 +8,16 @@ from sqlalchemy import event, text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from juru.store.transactions import attach_write_queue
 from juru.store.urls import DatabaseUrl
+from juru.store.write_queue import SqliteWriteQueue
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 
 def _tune_sqlite_connection(dbapi_connection: Any, _record: Any) -> None:
-    # WAL lets readers and the checkpointer's connection work while a writer commits.
+    # WAL lets readers work while a writer commits. Juru's own writers queue (store.write_queue);
+    # the busy timeout is for anyone else on the file (migrations, the sqlite3 shell).
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
@@ -23,11 +26,13 @@ def _tune_sqlite_connection(dbapi_connection: Any, _record: Any) -> None:
 
 
 def create_engine(database: DatabaseUrl) -> AsyncEngine:
-    """An async engine for `database`, with SQLite tuned for concurrent access."""
+    """An async engine for `database`; on SQLite tuned for concurrent access, with a write
+    queue that `store.transactions.write` uses."""
     database.ensure_directory()
     if database.is_sqlite:
         engine = create_async_engine(database.async_url())
         event.listen(engine.sync_engine, "connect", _tune_sqlite_connection)
+        attach_write_queue(engine, SqliteWriteQueue(database.sqlite_path))
         return engine
     return create_async_engine(database.async_url(), pool_pre_ping=True)
 

@@ -10,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from juru.store.pages import Page, PageRequest
 from juru.store.records import AgentRecord, ThreadRecord
 from juru.store.tables import accounts, agents, threads
+from juru.store.transactions import write
 
 
 async def page_of(
@@ -31,9 +32,11 @@ async def page_of(
 
 
 async def insert_agent(engine: AsyncEngine, values: dict[str, Any]) -> AgentRecord:
-    async with engine.begin() as connection:
+    async def insert_and_read(connection: AsyncConnection) -> AgentRecord | None:
         await connection.execute(insert(agents).values(values))
-        agent = await _agent_where(connection, agents.c.id == values["id"])
+        return await _agent_where(connection, agents.c.id == values["id"])
+
+    agent = await write(engine, insert_and_read)
     assert agent is not None
     return agent
 
@@ -82,14 +85,18 @@ async def update_agent(
     engine: AsyncEngine, account_id: str, agent_id: str, values: dict[str, Any]
 ) -> AgentRecord | None:
     condition = _owned_agent(account_id, agent_id)
-    async with engine.begin() as connection:
+
+    async def update_and_read(connection: AsyncConnection) -> AgentRecord | None:
         await connection.execute(update(agents).where(condition).values(values))
         return await _agent_where(connection, condition)
+
+    return await write(engine, update_and_read)
 
 
 async def delete_agent(engine: AsyncEngine, account_id: str, agent_id: str) -> list[str]:
     """Delete the agent with its threads, runs and transcripts; return the thread ids."""
-    async with engine.begin() as connection:
+
+    async def delete_with_threads(connection: AsyncConnection) -> list[str]:
         thread_ids = list(
             (
                 await connection.execute(
@@ -100,13 +107,17 @@ async def delete_agent(engine: AsyncEngine, account_id: str, agent_id: str) -> l
             ).scalars()
         )
         await connection.execute(delete(agents).where(_owned_agent(account_id, agent_id)))
-    return thread_ids
+        return thread_ids
+
+    return await write(engine, delete_with_threads)
 
 
 async def insert_thread(engine: AsyncEngine, values: dict[str, Any]) -> ThreadRecord:
-    async with engine.begin() as connection:
+    async def insert_and_read(connection: AsyncConnection) -> Any:
         await connection.execute(insert(threads).values(values))
-        row = (await connection.execute(select(threads).where(threads.c.id == values["id"]))).one()
+        return (await connection.execute(select(threads).where(threads.c.id == values["id"]))).one()
+
+    row = await write(engine, insert_and_read)
     return ThreadRecord.from_row(row._mapping)
 
 

@@ -7,9 +7,10 @@ from datetime import datetime
 from sqlalchemy import select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from juru.store.tables import playground_threads
+from juru.store.transactions import write
 
 
 async def claim_playground_thread(
@@ -22,7 +23,8 @@ async def claim_playground_thread(
         .values(thread_id=thread_id, feature=feature, created_at=now, updated_at=now)
         .on_conflict_do_nothing(index_elements=["thread_id"])
     )
-    async with engine.begin() as connection:
+
+    async def claim(connection: AsyncConnection) -> object:
         await connection.execute(statement)
         owner = await connection.scalar(
             select(playground_threads.c.feature).where(playground_threads.c.thread_id == thread_id)
@@ -33,6 +35,9 @@ async def claim_playground_thread(
                 .where(playground_threads.c.thread_id == thread_id)
                 .values(updated_at=now)
             )
+        return owner
+
+    owner = await write(engine, claim)
     assert owner is not None
     return str(owner)
 

@@ -3,6 +3,9 @@
 Workers cancel a run's task to stop a model call at once (cancel, timeout, lost lease). A
 transaction interrupted between its statement and its COMMIT would leave the connection holding
 locks, so every write runs in a task of its own that finishes even when its caller is cancelled.
+
+On SQLite an engine may have a write queue (`store.write_queue`): its writes then wait in the
+queue and begin with `BEGIN IMMEDIATE`, so none of them meets SQLite's busy handler.
 """
 
 from __future__ import annotations
@@ -14,18 +17,36 @@ from typing import Any, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from juru.store.write_queue import SqliteWriteQueue
+
 T = TypeVar("T")
 # Transactions in progress, per engine: shutdown waits for those its cancelled callers left.
 _in_flight: weakref.WeakKeyDictionary[AsyncEngine, set[asyncio.Future[Any]]] = (
     weakref.WeakKeyDictionary()
 )
+_queues: weakref.WeakKeyDictionary[AsyncEngine, SqliteWriteQueue] = weakref.WeakKeyDictionary()
+
+
+def attach_write_queue(engine: AsyncEngine, queue: SqliteWriteQueue) -> None:
+    """Make every `write` on `engine` wait in `queue` (SQLite engines, at creation)."""
+    _queues[engine] = queue
+
+
+def write_queue_of(engine: AsyncEngine) -> SqliteWriteQueue | None:
+    return _queues.get(engine)
 
 
 async def write(engine: AsyncEngine, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
     """Run `work` in one transaction, to its COMMIT or ROLLBACK, whatever happens to the caller."""
 
+    queue = _queues.get(engine)
+
     async def transaction() -> T:
-        async with engine.begin() as connection:
+        if queue is None:
+            async with engine.begin() as connection:
+                return await work(connection)
+        async with queue.hold(), engine.begin() as connection:
+            await connection.exec_driver_sql("BEGIN IMMEDIATE")
             return await work(connection)
 
     task = asyncio.ensure_future(transaction())

@@ -1,0 +1,213 @@
+"""`juru serve`: the API in this process, the runs in worker processes it supervises.
+
+HTTP never waits behind run execution: the API process has no workers; each worker process
+(`juru worker --stable-name <instance>/w<i>`) runs up to JURU_WORKERS runs. A worker that dies
+is started again; SIGTERM or SIGINT stops the API, then the workers. The instance owns its name
+(an flock on `<db>.serve.lock` on SQLite, an advisory lock on PostgreSQL), so at start it knows
+the runs leased under that name are orphans and takes them back at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+
+import psycopg
+import uvicorn
+
+from juru.core.clock import SystemClock
+from juru.settings import Settings
+from juru.store.database import create_engine
+from juru.store.leases import release_leases_of
+from juru.store.urls import DatabaseUrl
+
+logger = logging.getLogger(__name__)
+STOP_WAIT_SECONDS = 20.0
+# A worker that dies sooner than this after its start is restarted after a pause, not at once.
+QUICK_DEATH_SECONDS = 5.0
+RESTART_PAUSE_SECONDS = 2.0
+INSTANCE_LOCK_TIMEOUT = "15s"
+
+
+class InstanceTakenError(RuntimeError):
+    """Another `juru serve` holds this database (SQLite) or this instance name (PostgreSQL)."""
+
+
+def default_worker_processes() -> int:
+    """One worker process per CPU but one, which the API process and the database share."""
+    return max(1, (os.cpu_count() or 2) - 1)
+
+
+def worker_process_count(settings: Settings) -> int:
+    """How many worker processes `juru serve` starts (0: workers run in the API process)."""
+    if settings.workers <= 0:
+        return 0
+    if settings.worker_processes is None:
+        return default_worker_processes()
+    return settings.worker_processes
+
+
+def instance_name(settings: Settings, database: DatabaseUrl) -> str:
+    """This instance's stable name: JURU_INSTANCE_NAME, else `local` on SQLite (one `juru
+    serve` owns the file), else the host name."""
+    if settings.instance_name is not None:
+        return settings.instance_name
+    return "local" if database.is_sqlite else socket.gethostname()
+
+
+@contextlib.contextmanager
+def owned_instance(database: DatabaseUrl, name: str) -> Iterator[int | None]:
+    """Hold the instance for the block; yields a file descriptor that worker processes inherit
+    (SQLite: the lock lasts until the last of them has exited), or None."""
+    if database.is_sqlite:
+        database.ensure_directory()
+        path = database.sqlite_path.with_name(database.sqlite_path.name + ".serve.lock")
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise InstanceTakenError(
+                    f"another `juru serve` is using {database.sqlite_path} (it holds {path}); "
+                    "stop it first, or use PostgreSQL to run several"
+                ) from None
+            yield fd
+        finally:
+            os.close(fd)
+        return
+    # The lock is the session's: it goes when this process (and its connection) does.
+    with psycopg.connect(database.libpq_dsn(), autocommit=True) as connection:
+        connection.execute(f"SET lock_timeout = '{INSTANCE_LOCK_TIMEOUT}'")
+        try:
+            connection.execute("SELECT pg_advisory_lock(hashtext(%s))", (f"juru:{name}",))
+        except psycopg.errors.LockNotAvailable:
+            raise InstanceTakenError(
+                f"another `juru serve` runs as instance {name!r} on this database; give each "
+                "its own JURU_INSTANCE_NAME"
+            ) from None
+        yield None
+
+
+def take_back_instance_runs(database: DatabaseUrl, name: str) -> list[str]:
+    """Free every run leased under the instance `name` (its processes are all gone)."""
+
+    async def release() -> list[str]:
+        engine = create_engine(database)
+        try:
+            return await release_leases_of(engine, f"{name}/", SystemClock().now())
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(release())
+
+
+@dataclass
+class WorkerProcesses:
+    """N `juru worker` processes, each started again when it dies, until stopped."""
+
+    instance: str
+    count: int
+    inherited_fds: tuple[int, ...]
+    _stopping: bool = False
+    _processes: dict[int, asyncio.subprocess.Process] = field(default_factory=dict)
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    _parent_write_fd: int = -1
+    _parent_read_fd: int = -1
+
+    def command(self, index: int) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "juru",
+            "worker",
+            "--stable-name",
+            f"{self.instance}/w{index}",
+            "--parent-fd",
+            str(self._parent_read_fd),
+        ]
+
+    async def _keep_running(self, index: int) -> None:
+        while not self._stopping:
+            started = time.monotonic()
+            process = await asyncio.create_subprocess_exec(
+                *self.command(index), pass_fds=(self._parent_read_fd, *self.inherited_fds)
+            )
+            self._processes[index] = process
+            code = await process.wait()
+            if self._stopping:
+                return
+            logger.warning("worker process %d exited with %s; starting it again", index, code)
+            if time.monotonic() - started < QUICK_DEATH_SECONDS:
+                await asyncio.sleep(RESTART_PAUSE_SECONDS)
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        # Workers read this pipe: its end of file means this process has gone, even by SIGKILL.
+        self._parent_read_fd, self._parent_write_fd = os.pipe()
+        os.set_inheritable(self._parent_read_fd, True)
+        self._tasks = [
+            asyncio.create_task(self._keep_running(index), name=f"juru-worker-process-{index}")
+            for index in range(self.count)
+        ]
+        try:
+            yield
+        finally:
+            await self.stop()
+
+    async def stop(self) -> None:
+        self._stopping = True
+        for process in self._processes.values():
+            if process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    process.send_signal(signal.SIGTERM)
+        waits = [asyncio.create_task(p.wait()) for p in self._processes.values()]
+        if waits:
+            _, late = await asyncio.wait(waits, timeout=STOP_WAIT_SECONDS)
+            for process in self._processes.values():
+                if process.returncode is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        process.kill()
+            if late:
+                await asyncio.wait(late, timeout=STOP_WAIT_SECONDS)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for fd in (self._parent_read_fd, self._parent_write_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+async def serve_with_worker_processes(config: uvicorn.Config, workers: WorkerProcesses) -> None:
+    """Serve HTTP here while the worker processes run; stop them after the server stops."""
+    server = uvicorn.Server(config)
+    # uvicorn re-raises the stop signal once it is done: this handler takes it instead of the
+    # default one, which would end the process before the workers are stopped.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: None)
+    async with workers.running():
+        await server.serve()
+
+
+async def wait_for_parent_exit(fd: int) -> None:
+    """Return when the supervisor that holds the pipe's other end has exited."""
+    loop = asyncio.get_running_loop()
+    gone = asyncio.Event()
+
+    def readable() -> None:
+        if not os.read(fd, 1):
+            gone.set()
+
+    loop.add_reader(fd, readable)
+    try:
+        await gone.wait()
+    finally:
+        loop.remove_reader(fd)

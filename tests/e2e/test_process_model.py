@@ -1,0 +1,154 @@
+"""`juru serve` as a supervisor: the API in its own process, runs in worker processes.
+
+Runs created through the API are executed by a worker process, the API answers while every
+run slot is busy, a worker process that dies is started again and takes its run back, a
+restarted server takes its runs back at once (the lease is 600 s here: waiting for it would
+time the test out), and a second `juru serve` on one SQLite file refuses to start.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import create_engine, select
+
+from juru.store.tables import runs
+from juru.store.urls import DatabaseUrl
+from tests.e2e.test_hosted_runs import FAKE_MODEL, Api, FakeOpenAIProcess, juru_serve, until
+from tests.support.server import REPO, api_key, free_port, juru_command
+
+pytestmark = pytest.mark.e2e
+LONG_LEASE = {"JURU_LEASE_SECONDS": "600"}
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> Iterator[FakeOpenAIProcess]:
+    process = FakeOpenAIProcess(tmp_path / "fake_openai.log").start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def lease_owner(database_url: str, run_id: str) -> str | None:
+    engine = create_engine(DatabaseUrl.parse(database_url).sync_url())
+    try:
+        with engine.connect() as connection:
+            owner = connection.scalar(select(runs.c.lease_owner).where(runs.c.id == run_id))
+    finally:
+        engine.dispose()
+    return None if owner is None else str(owner)
+
+
+def attempts(database_url: str, run_id: str) -> int:
+    engine = create_engine(DatabaseUrl.parse(database_url).sync_url())
+    try:
+        with engine.connect() as connection:
+            count = connection.scalar(select(runs.c.attempts).where(runs.c.id == run_id))
+    finally:
+        engine.dispose()
+    return int(count or 0)
+
+
+def parent_of(pid: int) -> int:
+    """The parent process id, from /proc (the field after the parenthesised command name)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def instance_of(database_url: str) -> str:
+    return "local" if database_url.startswith("sqlite") else socket.gethostname()
+
+
+def worker_pid(owner: str | None, instance: str) -> int | None:
+    """The pid in a lease owner `<instance>/w0/<pid>`, if the run is leased so."""
+    found = re.fullmatch(rf"{re.escape(instance)}/w0/(\d+)", owner or "")
+    return int(found.group(1)) if found else None
+
+
+def test_runs_execute_in_a_worker_process_that_is_restarted_when_it_dies(
+    database_url: str, tmp_path: Path, fake: FakeOpenAIProcess
+) -> None:
+    fake.script([{"content": "never arrives", "delay": 60}])
+    env = {**fake.env(), **LONG_LEASE, "JURU_WORKERS": "1"}
+    instance = instance_of(database_url)
+    with (
+        juru_serve(database_url, tmp_path / "serve.log", None, **env) as server,
+        Api(server.base_url, api_key(database_url)) as api,
+    ):
+        assert server.process is not None
+        agent = api.create_agent(model_id=FAKE_MODEL, max_steps=5)
+        first_thread, second_thread = api.create_thread(agent["id"]), api.create_thread(agent["id"])
+        first = api.create_run(first_thread["id"], "Satu")
+        until(fake.requests, "the first run's model call")
+
+        # The run is leased by a worker in a child process of the server, not by the server.
+        owner = lease_owner(database_url, first["id"])
+        pid = worker_pid(owner, instance)
+        assert pid is not None, owner
+        assert pid != server.process.pid
+        assert parent_of(pid) == server.process.pid
+
+        # Its one run slot is busy with a model call; the API still answers.
+        second = api.create_run(second_thread["id"], "Dua")
+        assert api.run(second["id"])["status"] == "queued"
+        assert api.run(first["id"])["status"] == "running"
+        assert httpx.get(f"{server.base_url}/health", timeout=30).status_code == 200
+
+        # The worker process dies; the server starts another, which takes the run back at once.
+        fake.script([{"content": "Satu selesai."}, {"content": "Dua selesai."}])
+        subprocess.run(["kill", "-KILL", str(pid)], check=True)
+        assert api.wait_for(first["id"], "succeeded")["output"] == "Satu selesai."
+        assert api.wait_for(second["id"], "succeeded")["output"] == "Dua selesai."
+        assert attempts(database_url, first["id"]) == 2
+        assert "starting it again" in server.output()
+    assert server.process.returncode == 0, server.output()
+
+
+def test_a_restarted_server_takes_its_runs_back_at_once(
+    database_url: str, tmp_path: Path, fake: FakeOpenAIProcess
+) -> None:
+    fake.script([{"content": "never arrives", "delay": 60}])
+    env = {**fake.env(), **LONG_LEASE}
+    port = free_port()
+    first = juru_serve(database_url, tmp_path / "first.log", port, **env).start()
+    try:
+        key = api_key(database_url)
+        with Api(first.base_url, key) as api:
+            agent = api.create_agent(model_id=FAKE_MODEL, max_steps=5)
+            thread = api.create_thread(agent["id"])
+            run = api.create_run(thread["id"], "Ceritakan sesuatu tentang Jakarta.")
+            until(fake.requests, "the model call of the first server")
+    finally:
+        first.kill()
+
+    fake.script([{"content": "Jakarta ramai."}])
+    second = juru_serve(database_url, tmp_path / "second.log", port, **env)
+    with second, Api(second.base_url, key) as api:
+        # With a 600 s lease, only taking the run back at start gets it done in time.
+        done = api.wait_for(run["id"], "succeeded")
+        assert done["output"] == "Jakarta ramai."
+        assert "taken back at once" in second.output()
+    assert attempts(database_url, run["id"]) == 2
+
+
+def test_a_second_serve_on_one_sqlite_file_refuses(tmp_path: Path) -> None:
+    database_url = f"sqlite:///{tmp_path}/juru.db"
+    with juru_serve(database_url, tmp_path / "first.log"):
+        second = subprocess.run(
+            [*juru_command(), "serve", "--port", str(free_port())],
+            cwd=REPO,
+            env={**juru_serve(database_url, tmp_path / "unused.log").env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert second.returncode == 1, second.stdout + second.stderr
+    assert "another `juru serve` is using" in " ".join((second.stdout + second.stderr).split())

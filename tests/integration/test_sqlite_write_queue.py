@@ -1,0 +1,122 @@
+"""SQLite writes queue: with the busy handler switched off, concurrent writers from two engines
+(two lock-file descriptions, as two processes have) and the checkpointer never find the file
+locked."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import func, insert, select, text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from juru.store import checkpointer as checkpointer_module
+from juru.store import database as database_module
+from juru.store.checkpointer import open_checkpointer
+from juru.store.database import create_engine
+from juru.store.migrations import upgrade_to_head
+from juru.store.tables import playground_threads
+from juru.store.transactions import write, write_queue_of
+from juru.store.urls import DatabaseUrl
+from juru.store.write_queue import SqliteWriteQueue
+
+WRITES = 60
+
+# Another process writing the same file through its own engine and queue.
+OTHER_PROCESS = """
+import asyncio, sys
+from sqlalchemy import insert
+from juru.store import database
+database.SQLITE_BUSY_TIMEOUT_MS = 0
+from juru.store.database import create_engine
+from juru.store.tables import playground_threads
+from juru.store.transactions import write
+from juru.store.urls import DatabaseUrl
+import datetime
+
+async def main() -> None:
+    engine = create_engine(DatabaseUrl.parse(sys.argv[1]))
+    now = datetime.datetime.now(datetime.UTC)
+    async def one(i: int) -> None:
+        statement = insert(playground_threads).values(
+            thread_id=f"other-{i}", feature="f", created_at=now, updated_at=now
+        )
+        await write(engine, lambda connection: connection.execute(statement))
+    await asyncio.gather(*(one(i) for i in range(int(sys.argv[2]))))
+    await engine.dispose()
+
+asyncio.run(main())
+"""
+
+
+@pytest.fixture
+def no_busy_handler(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A writer that met a locked file would fail at once with `database is locked`."""
+    monkeypatch.setattr(database_module, "SQLITE_BUSY_TIMEOUT_MS", 0)
+    monkeypatch.setattr(checkpointer_module, "SQLITE_BUSY_TIMEOUT_MS", 0)
+
+
+async def test_writers_of_two_engines_and_the_checkpointer_queue(
+    tmp_path: Path, no_busy_handler: None
+) -> None:
+    url = f"sqlite:///{tmp_path}/juru.db"
+    database = DatabaseUrl.parse(url)
+    upgrade_to_head(database)
+    first, second = create_engine(database), create_engine(database)
+    assert isinstance(write_queue_of(first), SqliteWriteQueue)
+    other = subprocess.Popen(
+        [sys.executable, "-c", OTHER_PROCESS, url, str(WRITES)], stderr=subprocess.PIPE
+    )
+    try:
+        async with open_checkpointer(database, write_queue_of(first)) as saver:
+
+            async def one(index: int) -> None:
+                engine = first if index % 2 else second
+                now = datetime.now(UTC)
+                statement = insert(playground_threads).values(
+                    thread_id=f"t-{index}", feature="f", created_at=now, updated_at=now
+                )
+                await write(engine, lambda connection: connection.execute(statement))
+                config: Any = {
+                    "configurable": {
+                        "thread_id": f"t-{index}",
+                        "checkpoint_ns": "",
+                        "checkpoint_id": "1",
+                    }
+                }
+                await saver.aput_writes(config, [("channel", index)], f"task-{index}")
+
+            await asyncio.gather(*(one(index) for index in range(WRITES)))
+        _, errors = await asyncio.to_thread(other.communicate, timeout=120)
+        assert other.returncode == 0, errors.decode()
+        async with first.connect() as connection:
+            count = await connection.scalar(select(func.count()).select_from(playground_threads))
+        assert count == 2 * WRITES
+    finally:
+        if other.poll() is None:
+            other.kill()
+            other.wait()
+        await first.dispose()
+        await second.dispose()
+
+
+async def test_a_write_begins_immediate(tmp_path: Path) -> None:
+    database = DatabaseUrl.parse(f"sqlite:///{tmp_path}/juru.db")
+    upgrade_to_head(database)
+    engine = create_engine(database)
+    try:
+        # A transaction begun IMMEDIATE holds the write lock before its first statement.
+        async def probe(connection: AsyncConnection) -> bool:
+            raw: Any = await connection.get_raw_connection()
+            return bool(raw.driver_connection._conn.in_transaction)
+
+        assert await write(engine, probe)
+        async with engine.connect() as connection:
+            assert await connection.scalar(text("SELECT 1")) == 1
+    finally:
+        await engine.dispose()

@@ -1,0 +1,49 @@
+"""`juru serve`'s process counts and instance names, from settings alone."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import pytest
+
+from juru.serving import default_worker_processes, instance_name, worker_process_count
+from juru.store.urls import DatabaseUrl
+from tests.conftest import make_settings
+
+SQLITE = "sqlite:///juru.db"
+POSTGRES = "postgresql://postgres@127.0.0.1:5432/juru"
+
+
+def test_the_default_is_one_worker_process_per_cpu_but_one_and_at_least_one() -> None:
+    assert default_worker_processes() == max(1, (os.cpu_count() or 2) - 1)
+    assert worker_process_count(make_settings(SQLITE)) == default_worker_processes()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({"worker_processes": 3}, 3),
+        ({"worker_processes": 0}, 0),  # the workers run inside the API process
+        ({"workers": 0, "worker_processes": 3}, 0),  # API only
+    ],
+)
+def test_worker_processes_follow_the_settings(overrides: dict[str, int], expected: int) -> None:
+    assert worker_process_count(make_settings(SQLITE, **overrides)) == expected
+
+
+def test_a_run_slot_default_fits_runs_that_mostly_wait() -> None:
+    assert make_settings(SQLITE).workers == 256
+
+
+def test_instance_names() -> None:
+    assert instance_name(make_settings(SQLITE), DatabaseUrl.parse(SQLITE)) == "local"
+    postgres = DatabaseUrl.parse(POSTGRES)
+    assert instance_name(make_settings(POSTGRES), postgres) == socket.gethostname()
+    named = make_settings(POSTGRES, instance_name="api-1")
+    assert instance_name(named, postgres) == "api-1"
+
+
+def test_an_instance_name_cannot_hold_a_slash() -> None:
+    with pytest.raises(ValueError, match="instance_name"):
+        make_settings(SQLITE, instance_name="a/b")
