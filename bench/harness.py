@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,9 +43,8 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
-def tree_cpu_seconds(pid: int) -> float:
-    """CPU time of a process and of all its live descendants (a server with worker processes),
-    plus what its reaped children used, from /proc."""
+def process_tree(pid: int) -> list[int]:
+    """A process and its live descendants (a server and its worker processes), from /proc."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -55,16 +55,36 @@ def tree_cpu_seconds(pid: int) -> float:
             continue  # the process ended meanwhile
         parent = int(stat[stat.rindex(")") + 2 :].split()[1])
         children.setdefault(parent, []).append(int(entry.name))
-    total, pending = 0.0, [pid]
+    tree, pending = [], [pid]
     while pending:
         current = pending.pop()
+        tree.append(current)
+        pending.extend(children.get(current, []))
+    return tree
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time of a process and of all its live descendants, plus what its reaped children
+    used, from /proc."""
+    total = 0.0
+    for current in process_tree(pid):
         try:
             stat = Path(f"/proc/{current}/stat").read_text()
         except OSError:
             continue
         fields = stat[stat.rindex(")") + 2 :].split()
         total += sum(int(value) for value in fields[11:15]) / CLOCK_TICKS
-        pending.extend(children.get(current, []))
+    return total
+
+
+def tree_rss_bytes(pid: int) -> int:
+    """Resident set size of a process and its live descendants."""
+    total = 0
+    for current in process_tree(pid):
+        try:
+            total += rss_bytes(current)
+        except (OSError, RuntimeError):
+            continue
     return total
 
 
@@ -231,18 +251,24 @@ class JuruServer:
 
     def sql_census(self) -> dict[str, int] | None:
         """Statements run so far by verb and table, or None when the census is off."""
-        target = self.census_file
-        if target is None:
+        base = self.census_file
+        if base is None:
             return None
-        target.unlink(missing_ok=True)
-        os.kill(self.pid, signal.SIGUSR1)
+        from bench.sql_census import census_file
+
+        targets = {pid: census_file(base, pid) for pid in process_tree(self.pid)}
+        for pid, target in targets.items():
+            target.unlink(missing_ok=True)
+            os.kill(pid, signal.SIGUSR1)
+        counts: Counter[str] = Counter()
         deadline = time.monotonic() + 10
-        while not target.exists():
-            if time.monotonic() > deadline:
-                raise RuntimeError("the server wrote no SQL census")
-            time.sleep(0.01)  # polling for the file against a deadline
-        counts: dict[str, int] = json.loads(target.read_text())
-        return counts
+        for target in targets.values():
+            while not target.exists():
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the server wrote no SQL census {target.name}")
+                time.sleep(0.01)  # polling for the file against a deadline
+            counts.update(json.loads(target.read_text()))
+        return dict(counts)
 
     def start(self) -> JuruServer:
         self.process.start()
@@ -253,10 +279,12 @@ class JuruServer:
         return api_key(self.database.url, "1000000000", "bench", cwd=self.database.workdir)
 
     def cpu_seconds(self) -> float:
-        return cpu_seconds(self.pid)
+        """The API process and its worker processes together."""
+        return tree_cpu_seconds(self.pid)
 
     def rss_bytes(self) -> int:
-        return rss_bytes(self.pid)
+        """The API process and its worker processes together."""
+        return tree_rss_bytes(self.pid)
 
     def stop(self) -> None:
         self.process.stop()

@@ -89,6 +89,7 @@ class Profiler:
             self.error = "py-spy is not installed (pip install -e '.[bench]')"
             return self
         command = [executable, "record", "--pid", str(self.pid), "--rate", str(self.rate)]
+        command.append("--subprocesses")  # the API process and its worker processes
         mode = ["--idle", "--native"] if self.waits else ["--nonblocking", "--gil"]
         command += ["--format", "raw", *mode, "--full-filenames", "--output", str(self.output)]
         self.process = subprocess.Popen(

@@ -3,8 +3,9 @@
     python -m bench.sql_census serve --port 8000
 
 Counts statements by verb and table through a SQLAlchemy event on every engine (LangGraph's
-checkpointer talks to its driver directly and is not counted). On SIGUSR1 the counts so far are
-written as JSON to `$JURU_BENCH_SQL_CENSUS`. The harness runs the server this way when
+checkpointer talks to its driver directly and is not counted). On SIGUSR1 each process (the
+API process and its worker processes, which run this same wrapper) writes its counts so far as
+JSON beside `$JURU_BENCH_SQL_CENSUS`, named by its pid. The harness runs the server this way when
 `JURU_BENCH_SQL=1`.
 """
 
@@ -51,8 +52,13 @@ def _commit(conn: Any) -> None:
     counts["(commit)"] += 1
 
 
+def census_file(base: Path, pid: int) -> Path:
+    """Where process `pid` writes its counts (the API process and each worker process)."""
+    return base.with_name(f"{base.stem}.{pid}{base.suffix}")
+
+
 def _dump(signum: int, frame: FrameType | None) -> None:
-    target = Path(os.environ["JURU_BENCH_SQL_CENSUS"])
+    target = census_file(Path(os.environ["JURU_BENCH_SQL_CENSUS"]), os.getpid())
     target.with_suffix(".tmp").write_text(json.dumps(dict(counts)))
     target.with_suffix(".tmp").replace(target)
 

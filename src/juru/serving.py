@@ -20,6 +20,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import psycopg
 import uvicorn
@@ -110,6 +111,19 @@ def take_back_instance_runs(database: DatabaseUrl, name: str) -> list[str]:
     return asyncio.run(release())
 
 
+def program() -> list[str]:
+    """How to start this same program again: the `python -m` module or the script this
+    process was started as (so a wrapper of `juru`'s command line gets wrapped workers too),
+    else `python -m juru`."""
+    started_as = list(getattr(sys, "orig_argv", []))
+    if "-m" in started_as[:-1]:
+        return [sys.executable, "-m", started_as[started_as.index("-m") + 1]]
+    script = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if script is not None and script.is_file() and script.name != "__main__.py":
+        return [sys.executable, str(script)]
+    return [sys.executable, "-m", "juru"]
+
+
 @dataclass
 class WorkerProcesses:
     """N `juru worker` processes, each started again when it dies, until stopped."""
@@ -125,9 +139,7 @@ class WorkerProcesses:
 
     def command(self, index: int) -> list[str]:
         return [
-            sys.executable,
-            "-m",
-            "juru",
+            *program(),
             "worker",
             "--stable-name",
             f"{self.instance}/w{index}",

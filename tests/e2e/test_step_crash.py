@@ -58,7 +58,11 @@ def fake(tmp_path: Path) -> Iterator[FakeOpenAIProcess]:
 def crashing_serve(
     database_url: str, log: Path, port: int, crash_at: str, **env: str
 ) -> ServerProcess:
-    server = juru_serve(database_url, log, port, JURU_TEST_CRASH_AT=crash_at, **env)
+    # Its workers run in the one process that dies (with worker processes, the supervisor would
+    # start the dying worker again and again).
+    server = juru_serve(
+        database_url, log, port, JURU_TEST_CRASH_AT=crash_at, JURU_WORKER_PROCESSES="0", **env
+    )
     server.command = [sys.executable, "-m", "tests.support.crash_serve", "serve"]
     return server
 

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from juru.app import create_app
 from juru.cli import cli
+from juru.core.clock import ManualClock
 from juru.settings import Settings
 from juru.store.accounts import account_named
 from tests.conftest import start_client
@@ -46,7 +47,9 @@ async def test_accounts_and_keys_from_the_command_line(
     key = out.strip().splitlines()[-1]
     assert code == 0 and key.startswith("juru_live_")
 
-    app = create_app(settings_factory(workers=0))
+    clock = ManualClock()
+    settings = settings_factory(workers=0)
+    app = create_app(settings, clock=clock)
     async for client in start_client(app):
         account = await account_named(app.state.context.engine, "acme")
         assert account is not None
@@ -58,6 +61,8 @@ async def test_accounts_and_keys_from_the_command_line(
 
         revoked = await asyncio.to_thread(juru, "keys", "revoke", key[: len("juru_live_") + 8])
         assert revoked[0] == 0
+        # The app looked the key up a moment ago; it trusts it for JURU_KEY_CACHE_SECONDS.
+        clock.advance(settings.key_cache_seconds)
         api_error(await client.get("/v1/agents", headers=headers), 401, "invalid_api_key")
 
 

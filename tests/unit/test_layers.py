@@ -37,3 +37,25 @@ def sql_building_modules() -> set[str]:
 
 def test_sql_is_built_only_in_the_store() -> None:
     assert sql_building_modules() == set()
+
+
+def graph_driving_calls() -> set[str]:
+    """Modules other than the runner that step or inspect a graph themselves: `aget_state`,
+    `aupdate_state`, or `astream` with a `stream_mode` (a model's `astream` has none)."""
+    found = set()
+    for path in SOURCE.rglob("*.py"):
+        relative = str(path.relative_to(SOURCE))
+        if relative == "runner.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            name = node.func.attr
+            streams = name == "astream" and any(k.arg == "stream_mode" for k in node.keywords)
+            if name in {"aget_state", "aupdate_state"} or streams:
+                found.add(relative)
+    return found
+
+
+def test_only_the_runner_drives_langgraph() -> None:
+    assert graph_driving_calls() == set()

@@ -22,6 +22,33 @@ class FileStorage(Protocol):
     async def delete(self, key: str) -> None: ...
 
 
+def check_key(key: str) -> str:
+    """The key, if it is one Juru makes (path segments, no way out of the storage's root)."""
+    if not _KEY_RE.match(key) or ".." in key:
+        raise ValueError(f"invalid storage key {key!r}")
+    return key
+
+
+class MemoryFileStorage:
+    """Files in a dict: for tests, and a second implementation the contract test holds to the
+    interface."""
+
+    def __init__(self) -> None:
+        self._files: dict[str, bytes] = {}
+
+    async def save(self, key: str, data: bytes) -> None:
+        self._files[check_key(key)] = bytes(data)
+
+    async def read(self, key: str) -> bytes:
+        try:
+            return self._files[check_key(key)]
+        except KeyError:
+            raise FileNotFoundError(key) from None
+
+    async def delete(self, key: str) -> None:
+        self._files.pop(check_key(key), None)
+
+
 class LocalFileStorage:
     """Files under one directory on local disk (`JURU_FILES_DIR`)."""
 
@@ -30,9 +57,7 @@ class LocalFileStorage:
 
     def _path(self, key: str) -> Path:
         # Keys are made by Juru, but a path must never leave the root whatever they hold.
-        if not _KEY_RE.match(key) or ".." in key:
-            raise ValueError(f"invalid storage key {key!r}")
-        return self.root / key
+        return self.root / check_key(key)
 
     async def save(self, key: str, data: bytes) -> None:
         await asyncio.to_thread(self._write, self._path(key), data)
