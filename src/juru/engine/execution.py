@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from juru.engine.transcript import transcript_entries
 from juru.models.catalog import ModelCatalog
 from juru.store import hosted as hosted_store
 from juru.store.checkpointer import settle_checkpointer
+from juru.store.outage import is_outage
 from juru.store.pruning import prune_checkpoints
 from juru.store.records import RunRecord
 from juru.store.steps import StatusChange, StepWrite
@@ -91,6 +93,7 @@ class RunExecution:
         self.thread_key = hosted_thread_key(run.thread_id)
         self.lease_lost = False
         self.finishing = False
+        self.outage = False
         self.model_id = ""
         self.tier = ""
         self.client_tools: set[str] = set()
@@ -119,9 +122,27 @@ class RunExecution:
                 self.run.id,
                 self.worker,
             )
+        except Exception as error:
+            if not is_outage(error):
+                raise
+            await self._stop_for_outage(error)
         finally:
             done.set()
             await guard
+
+    async def _stop_for_outage(self, error: BaseException) -> None:
+        """The database stopped answering: not the run's failure. The run stays `running`;
+        its lease lapses and a worker takes it up again from its checkpoint."""
+        self.outage = True
+        with contextlib.suppress(Exception):
+            await settle_checkpointer(self.context.checkpointer)
+        logger.warning(
+            "run %s stopped in worker %s: the database is not answering (%s); "
+            "it resumes from its checkpoint once its lease lapses",
+            self.run.id,
+            self.worker,
+            type(error).__name__,
+        )
 
     async def _guard_lease(self, main: asyncio.Task[Any], done: asyncio.Event) -> None:
         """Renew the lease; the moment the run is no longer ours, cancel the execution."""
@@ -294,6 +315,9 @@ class RunExecution:
         return recorded
 
     async def _finish(self, turn: runner.Turn, output: str) -> None:
+        if turn.error is not None and turn.error.cause is not None and is_outage(turn.error.cause):
+            # The graph stopped on the database (the checkpointer, or a store call in a node).
+            raise turn.error.cause
         if turn.error is not None:
             reason = REASON_BY_ERROR.get(turn.error.type)
             error = reason.value if reason else f"{turn.error.type}: {turn.error.message}"
