@@ -158,10 +158,13 @@ class RunExecution:
                     return
                 try:
                     still_ours = await self.machine.renew_lease(self.run, self.worker)
-                except Exception:
+                except Exception as error:
                     # Keep going: if the lease lapses meanwhile, another worker takes the run
                     # and this one's conditional writes simply stop applying.
-                    logger.exception("could not renew the lease of run %s", self.run.id)
+                    if is_outage(error):
+                        logger.warning("run %s: the database is not answering", self.run.id)
+                    else:
+                        logger.exception("could not renew the lease of run %s", self.run.id)
                     continue
                 if not still_ours:
                     self.lease_lost = True
