@@ -266,6 +266,10 @@ class RunExecution:
         messages = state.messages
         start = next((i for i, m in enumerate(messages) if m.id == marker), None)
         if start is None:
+            if not self.run.step_count:
+                # Stopped right after the input's checkpoint, before the graph took the input in:
+                # the continuation will not show it as a step, so it is written from the run.
+                self._buffer(input_messages(self.run))
             return
         unwritten = messages[start + 1 if self.run.step_count else start :]
         self._buffer(unwritten)
