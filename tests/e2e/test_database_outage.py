@@ -145,7 +145,9 @@ def start_runs(api: Api) -> Driver:
     return Driver(api, agent["id"], run_ids)
 
 
-def check_ledger(rows: list[tuple[Any, ...]], costs: dict[str, Decimal], steps: dict[str, int]):
+def check_ledger(
+    rows: list[tuple[Any, ...]], costs: dict[str, Decimal], steps: dict[str, int]
+) -> None:
     """Each (run, step) charged once; a run's cost is the sum of its ledger rows."""
     charged: dict[tuple[str, int], int] = {}
     sums: dict[str, Decimal] = {}
