@@ -133,11 +133,13 @@ async def open_context(
     clock = clock or SystemClock()
     if database.is_sqlite:
         await asyncio.to_thread(upgrade_to_head, database)
-    engine = create_engine(database)
+    engine = create_engine(database, settings.sqlite_busy_timeout_ms)
     events = run_events(database)
     try:
         await events.start()
-        async with open_checkpointer(database, write_queue_of(engine)) as checkpointer:
+        async with open_checkpointer(
+            database, write_queue_of(engine), settings.sqlite_busy_timeout_ms
+        ) as checkpointer:
             registry = FeatureRegistry(features, checkpointer)
             limits = limits or RunLimits(lease_seconds=settings.lease_seconds)
             machine = RunMachine(engine, events, clock, limits)

@@ -71,6 +71,12 @@ class Settings(BaseSettings):
         description="How long a worker holds a run without renewing; a dead worker's run is "
         "taken over once its lease has expired.",
     )
+    sqlite_busy_timeout_ms: int = Field(
+        default=30_000,
+        ge=0,
+        description="How long a SQLite write waits for another connection's lock before it "
+        "fails (runs then resume once the database can be written again).",
+    )
     host: str = "127.0.0.1"
     port: int = Field(default=8000, validation_alias=AliasChoices("PORT", "JURU_PORT"))
     playground_enabled: bool = Field(

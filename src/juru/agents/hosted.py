@@ -25,6 +25,7 @@ from langgraph.types import interrupt
 
 from juru.agents.tool_agent import close_dangling_calls, error_result, unanswered_calls
 from juru.core.money import MICRO, to_micro
+from juru.store.outage import is_outage
 from juru.tools.errors import BuiltinToolError
 from juru.tools.runtime import BUILTIN_SCHEMAS, BuiltinRuntime
 
@@ -200,6 +201,8 @@ class HostedAgent:
         except BuiltinToolError as error:
             return error_result(call, f"Error: {error}"), 0
         except Exception as error:
+            if is_outage(error):
+                raise  # not the tool's failure: the run stops and redoes the step later
             # A built-in that breaks must not end the run: the model hears about it instead.
             return error_result(call, f"Error: {type(error).__name__}: {error}"), 0
         return ToolMessage(content, tool_call_id=call["id"], name=call["name"]), cost

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from juru.engine.transcript import transcript_entries
 from juru.models.catalog import ModelCatalog
 from juru.store import hosted as hosted_store
 from juru.store.checkpointer import settle_checkpointer
+from juru.store.outage import is_outage
 from juru.store.pruning import prune_checkpoints
 from juru.store.records import RunRecord
 from juru.store.steps import StatusChange, StepWrite
@@ -93,6 +95,7 @@ class RunExecution:
         self.thread_key = hosted_thread_key(run.thread_id)
         self.lease_lost = False
         self.finishing = False
+        self.outage = False
         self.model_id = ""
         self.tier = ""
         self.client_tools: set[str] = set()
@@ -121,9 +124,27 @@ class RunExecution:
                 self.run.id,
                 self.worker,
             )
+        except Exception as error:
+            if not is_outage(error):
+                raise
+            await self._stop_for_outage(error)
         finally:
             done.set()
             await guard
+
+    async def _stop_for_outage(self, error: BaseException) -> None:
+        """The database stopped answering: not the run's failure. The run stays `running`;
+        its lease lapses and a worker takes it up again from its checkpoint."""
+        self.outage = True
+        with contextlib.suppress(Exception):
+            await settle_checkpointer(self.context.checkpointer)
+        logger.warning(
+            "run %s stopped in worker %s: the database is not answering (%s); "
+            "it resumes from its checkpoint once its lease lapses",
+            self.run.id,
+            self.worker,
+            type(error).__name__,
+        )
 
     async def _guard_lease(self, main: asyncio.Task[Any], done: asyncio.Event) -> None:
         """Renew the lease; the moment the run is no longer ours, cancel the execution."""
@@ -139,10 +160,13 @@ class RunExecution:
                     return
                 try:
                     still_ours = await self.machine.renew_lease(self.run, self.worker)
-                except Exception:
+                except Exception as error:
                     # Keep going: if the lease lapses meanwhile, another worker takes the run
                     # and this one's conditional writes simply stop applying.
-                    logger.exception("could not renew the lease of run %s", self.run.id)
+                    if is_outage(error):
+                        logger.warning("run %s: the database is not answering", self.run.id)
+                    else:
+                        logger.exception("could not renew the lease of run %s", self.run.id)
                     continue
                 if not still_ours:
                     self.lease_lost = True
@@ -244,6 +268,10 @@ class RunExecution:
         messages = state.messages
         start = next((i for i, m in enumerate(messages) if m.id == marker), None)
         if start is None:
+            if not self.run.step_count:
+                # Stopped right after the input's checkpoint, before the graph took the input in:
+                # the continuation will not show it as a step, so it is written from the run.
+                self._buffer(input_messages(self.run))
             return
         unwritten = messages[start + 1 if self.run.step_count else start :]
         self._buffer(unwritten)
@@ -310,6 +338,9 @@ class RunExecution:
         self.charges.clear()
 
     async def _finish(self, turn: runner.Turn, output: str) -> None:
+        if turn.error is not None and turn.error.cause is not None and is_outage(turn.error.cause):
+            # The graph stopped on the database (the checkpointer, or a store call in a node).
+            raise turn.error.cause
         if turn.error is not None:
             reason = REASON_BY_ERROR.get(turn.error.type)
             error = reason.value if reason else f"{turn.error.type}: {turn.error.message}"

@@ -14,6 +14,7 @@ from juru.core.states import RunStatus
 from juru.engine.execution import RunContext, RunExecution
 from juru.engine.machine import RunMachine
 from juru.store.leases import release_leases_of
+from juru.store.outage import OUTAGE_ERRORS, is_outage
 from juru.store.runs import overdue_runs
 
 logger = logging.getLogger(__name__)
@@ -55,9 +56,12 @@ class Worker:
             while True:
                 try:
                     await self.fill_slots()
-                except Exception:
+                except Exception as error:
                     # The database may be restarting: keep the worker alive and try again.
-                    logger.exception("worker %s could not claim runs", self.name)
+                    if not is_outage(error):
+                        logger.exception("worker %s could not claim runs", self.name)
+                    else:
+                        logger.warning("worker %s: the database is not answering", self.name)
                 await self.machine.events.wait_for_work(IDLE_POLL_SECONDS)
         finally:
             await self._stop_runs()
@@ -81,9 +85,14 @@ class Worker:
         try:
             await execution.execute()
         except asyncio.CancelledError:
-            await self.machine.release_lease(execution.run, self.name)
+            with contextlib.suppress(*OUTAGE_ERRORS):
+                await self.machine.release_lease(execution.run, self.name)
             raise
         except Exception as error:
+            if is_outage(error):
+                # Not the run's failure: it stays running and resumes once its lease lapses.
+                logger.warning("run %s stopped: the database is not answering", execution.run.id)
+                return
             logger.exception("run %s crashed in worker %s", execution.run.id, self.name)
             with contextlib.suppress(Exception):
                 await self.machine.fail(
@@ -135,6 +144,9 @@ class Reaper:
         while True:
             try:
                 await self.reap_once()
-            except Exception:
-                logger.exception("reaper sweep failed")
+            except Exception as error:
+                if not is_outage(error):
+                    logger.exception("reaper sweep failed")
+                else:
+                    logger.warning("reaper: the database is not answering")
             await asyncio.sleep(REAP_EVERY_SECONDS)

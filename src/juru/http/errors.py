@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import FastAPI, Request
 from fastapi.exception_handlers import request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
@@ -27,8 +29,13 @@ from juru.core.errors import (
 )
 from juru.playground import FeatureNotFoundError, PlaygroundRequestError
 from juru.runtime.errors import RuntimeCallError
+from juru.store.outage import OUTAGE_ERRORS, is_outage
 
+logger = logging.getLogger(__name__)
 RUNTIME_PREFIX = "/api/"
+# How long a client should wait before retrying while the database does not answer.
+RETRY_AFTER_SECONDS = 3
+DATABASE_UNAVAILABLE = "the database is not answering; try again in a few seconds"
 
 STATUS_BY_ERROR: dict[type[Exception], int] = {
     PlaygroundRequestError: 400,
@@ -91,6 +98,28 @@ async def _runtime_error(_request: Request, error: Exception) -> JSONResponse:
     return JSONResponse({"error": error.message}, status_code=status_of(error))
 
 
+def database_unavailable_response() -> JSONResponse:
+    """503 with the `/v1` envelope: the driver's message (host, port, SQL) is only logged."""
+    return JSONResponse(
+        api_error_body("database_unavailable", DATABASE_UNAVAILABLE),
+        status_code=503,
+        headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+    )
+
+
+async def _database_error(request: Request, error: Exception) -> Response:
+    if not is_outage(error):
+        raise error  # a real bug: the server's plain 500, and its traceback in the log
+    logger.warning(
+        "%s %s: the database is not answering (%s: %s)",
+        request.method,
+        request.url.path,
+        type(error).__name__,
+        error,
+    )
+    return database_unavailable_response()
+
+
 def _describe(error: dict[str, object]) -> str:
     location = ".".join(str(part) for part in error.get("loc", ()) if part != "body")  # type: ignore[attr-defined]
     return f"{location or 'body'}: {error.get('msg')}"
@@ -112,3 +141,5 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(DomainError, _domain_error)
     app.add_exception_handler(RuntimeCallError, _runtime_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
+    for kind in OUTAGE_ERRORS:
+        app.add_exception_handler(kind, _database_error)

@@ -22,7 +22,9 @@ POSTGRES_POOL_MAX = 10
 
 @asynccontextmanager
 async def open_checkpointer(
-    database: DatabaseUrl, write_queue: SqliteWriteQueue | None = None
+    database: DatabaseUrl,
+    write_queue: SqliteWriteQueue | None = None,
+    busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS,
 ) -> AsyncIterator[BaseCheckpointSaver[str]]:
     """Open (and set up) the SQLite or PostgreSQL saver for `database`.
 
@@ -33,7 +35,7 @@ async def open_checkpointer(
         database.ensure_directory()
         async with aiosqlite.connect(database.sqlite_path) as connection:
             await connection.execute("PRAGMA journal_mode=WAL")
-            await connection.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+            await connection.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
             sqlite_saver = AsyncSqliteSaver(connection)
             if write_queue is not None:
                 # The saver serialises every use of its connection on `lock`.
@@ -46,6 +48,8 @@ async def open_checkpointer(
         min_size=1,
         max_size=POSTGRES_POOL_MAX,
         open=False,
+        # A connection that a database restart broke is replaced, not handed to LangGraph.
+        check=AsyncConnectionPool.check_connection,
         kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
     )
     async with pool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import event, text
@@ -15,23 +16,29 @@ from juru.store.write_queue import SqliteWriteQueue
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 
-def _tune_sqlite_connection(dbapi_connection: Any, _record: Any) -> None:
-    # WAL lets readers work while a writer commits. Juru's own writers queue (store.write_queue);
-    # the busy timeout is for anyone else on the file (migrations, the sqlite3 shell).
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.close()
+def _sqlite_tuning(busy_timeout_ms: int) -> Callable[[Any, Any], None]:
+    def tune(dbapi_connection: Any, _record: Any) -> None:
+        # WAL lets readers work while a writer commits. Juru's own writers queue
+        # (store.write_queue); the busy timeout is for anyone else on the file.
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    return tune
 
 
-def create_engine(database: DatabaseUrl) -> AsyncEngine:
-    """An async engine for `database`; on SQLite tuned for concurrent access, with a write
-    queue that `store.transactions.write` uses."""
+def create_engine(
+    database: DatabaseUrl, busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS
+) -> AsyncEngine:
+    """An async engine for `database`; on SQLite tuned for concurrent access (a write waits up
+    to `busy_timeout_ms` for a lock held outside Juru's write queue), with the write queue that
+    `store.transactions.write` uses."""
     database.ensure_directory()
     if database.is_sqlite:
         engine = create_async_engine(database.async_url())
-        event.listen(engine.sync_engine, "connect", _tune_sqlite_connection)
+        event.listen(engine.sync_engine, "connect", _sqlite_tuning(busy_timeout_ms))
         attach_write_queue(engine, SqliteWriteQueue(database.sqlite_path))
         return engine
     return create_async_engine(database.async_url(), pool_pre_ping=True)
