@@ -16,7 +16,7 @@ from rich.console import Console
 from juru.billing.accounts import AccountAdmin, AccountAdminError, parse_rupiah
 from juru.core.clock import SystemClock
 from juru.settings import Settings
-from juru.store.database import create_engine
+from juru.store.database import open_database
 from juru.store.migrations import upgrade_to_head
 from juru.store.urls import DatabaseUrl
 
@@ -172,7 +172,7 @@ def _administer(action: Callable[[AccountAdmin], Awaitable[T]]) -> T:
         upgrade_to_head(database)
 
     async def run() -> T:
-        engine = create_engine(database)
+        engine = open_database(database)
         try:
             admin = AccountAdmin(engine, SystemClock(), settings.tier_rate_limits.keys())
             return await action(admin)

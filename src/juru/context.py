@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from juru.agents.builtin import builtin_features
 from juru.agents.features import load_feature_reference, merge_features
@@ -38,9 +37,9 @@ from juru.runtime.agents import RuntimeAgents
 from juru.runtime.service import RuntimeService
 from juru.settings import Settings
 from juru.store.checkpointer import open_checkpointer
-from juru.store.database import create_engine
+from juru.store.database import Database, open_database
 from juru.store.migrations import upgrade_to_head
-from juru.store.transactions import wait_for_writes, write_queue_of
+from juru.store.transactions import wait_for_writes
 from juru.store.urls import DatabaseUrl
 from juru.tools.runtime import BuiltinPrices, BuiltinServices
 from juru.tools.speech import EspeakSynthesizer
@@ -54,7 +53,7 @@ class AppContext:
 
     settings: Settings
     database: DatabaseUrl
-    engine: AsyncEngine
+    engine: Database
     checkpointer: BaseCheckpointSaver[Any]
     catalog: ModelCatalog
     features: FeatureRegistry
@@ -99,7 +98,7 @@ def file_storage(settings: Settings, database: DatabaseUrl) -> FileStorage:
 
 
 def builtin_services(
-    settings: Settings, engine: AsyncEngine, storage: FileStorage, meter: Meter, clock: Clock
+    settings: Settings, engine: Database, storage: FileStorage, meter: Meter, clock: Clock
 ) -> BuiltinServices:
     prices = BuiltinPrices(
         text_to_speech_per_1k_characters=settings.text_to_speech_rupiah_per_1k_chars,
@@ -133,12 +132,12 @@ async def open_context(
     clock = clock or SystemClock()
     if database.is_sqlite:
         await asyncio.to_thread(upgrade_to_head, database)
-    engine = create_engine(database, settings.sqlite_busy_timeout_ms)
+    engine = open_database(database, settings.sqlite_busy_timeout_ms)
     events = run_events(database)
     try:
         await events.start()
         async with open_checkpointer(
-            database, write_queue_of(engine), settings.sqlite_busy_timeout_ms
+            database, engine.write_queue, settings.sqlite_busy_timeout_ms
         ) as checkpointer:
             registry = FeatureRegistry(features, checkpointer)
             limits = limits or RunLimits(lease_seconds=settings.lease_seconds)

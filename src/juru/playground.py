@@ -10,12 +10,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from langgraph.pregel import Pregel
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from juru import runner
 from juru.agents.features import Feature
 from juru.agents.registry import FeatureRegistry
 from juru.review import InvalidReviewError
+from juru.store.database import Database
 from juru.store.playground_threads import claim_playground_thread, playground_thread_feature
 
 THREAD_PREFIX = "playground-"
@@ -48,7 +48,7 @@ class Playground:
     def __init__(
         self,
         registry: FeatureRegistry,
-        engine: AsyncEngine,
+        engine: Database,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.registry = registry

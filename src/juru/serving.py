@@ -27,7 +27,7 @@ import uvicorn
 
 from juru.core.clock import SystemClock
 from juru.settings import Settings
-from juru.store.database import create_engine
+from juru.store.database import open_database
 from juru.store.leases import release_leases_of
 from juru.store.urls import DatabaseUrl
 
@@ -102,7 +102,7 @@ def take_back_instance_runs(database: DatabaseUrl, name: str) -> list[str]:
     """Free every run leased under the instance `name` (its processes are all gone)."""
 
     async def release() -> list[str]:
-        engine = create_engine(database)
+        engine = open_database(database)
         try:
             return await release_leases_of(engine, f"{name}/", SystemClock().now())
         finally:

@@ -23,7 +23,7 @@ def key_lookups(hosted: HostedHarness) -> Iterator[list[str]]:
         if "api_keys" in statement:
             seen.append(statement)
 
-    engine = hosted.context.engine.sync_engine
+    engine = hosted.context.engine.engine.sync_engine
     event.listen(engine, "before_cursor_execute", count)
     try:
         yield seen

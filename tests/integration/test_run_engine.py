@@ -456,7 +456,7 @@ class TestLargeInputs:
         size = 3 * INPUT_WRITE_CHUNK + 7
         messages = [{"role": "user", "content": f"message {i}"} for i in range(size)]
         run = (await hosted.start_run(thread["id"], messages)).json()
-        engine = hosted.context.engine.sync_engine
+        engine = hosted.context.engine.engine.sync_engine
         event.listen(engine, "before_cursor_execute", count)
         try:
             await hosted.work()

@@ -18,10 +18,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from juru.store import checkpointer as checkpointer_module
 from juru.store import database as database_module
 from juru.store.checkpointer import open_checkpointer
-from juru.store.database import create_engine
+from juru.store.database import open_database
 from juru.store.migrations import upgrade_to_head
 from juru.store.tables import playground_threads
-from juru.store.transactions import write, write_queue_of
+from juru.store.transactions import write
 from juru.store.urls import DatabaseUrl
 from juru.store.write_queue import SqliteWriteQueue
 
@@ -33,14 +33,14 @@ import asyncio, sys
 from sqlalchemy import insert
 from juru.store import database
 database.SQLITE_BUSY_TIMEOUT_MS = 0
-from juru.store.database import create_engine
+from juru.store.database import open_database
 from juru.store.tables import playground_threads
 from juru.store.transactions import write
 from juru.store.urls import DatabaseUrl
 import datetime
 
 async def main() -> None:
-    engine = create_engine(DatabaseUrl.parse(sys.argv[1]))
+    engine = open_database(DatabaseUrl.parse(sys.argv[1]))
     now = datetime.datetime.now(datetime.UTC)
     async def one(i: int) -> None:
         statement = insert(playground_threads).values(
@@ -67,13 +67,13 @@ async def test_writers_of_two_engines_and_the_checkpointer_queue(
     url = f"sqlite:///{tmp_path}/juru.db"
     database = DatabaseUrl.parse(url)
     upgrade_to_head(database)
-    first, second = create_engine(database), create_engine(database)
-    assert isinstance(write_queue_of(first), SqliteWriteQueue)
+    first, second = open_database(database), open_database(database)
+    assert isinstance(first.write_queue, SqliteWriteQueue)
     other = subprocess.Popen(
         [sys.executable, "-c", OTHER_PROCESS, url, str(WRITES)], stderr=subprocess.PIPE
     )
     try:
-        async with open_checkpointer(database, write_queue_of(first)) as saver:
+        async with open_checkpointer(database, first.write_queue) as saver:
 
             async def one(index: int) -> None:
                 engine = first if index % 2 else second
@@ -108,7 +108,7 @@ async def test_writers_of_two_engines_and_the_checkpointer_queue(
 async def test_a_write_begins_immediate(tmp_path: Path) -> None:
     database = DatabaseUrl.parse(f"sqlite:///{tmp_path}/juru.db")
     upgrade_to_head(database)
-    engine = create_engine(database)
+    engine = open_database(database)
     try:
         # A transaction begun IMMEDIATE holds the write lock before its first statement.
         async def probe(connection: AsyncConnection) -> bool:

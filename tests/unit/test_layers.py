@@ -1,5 +1,6 @@
-"""The import structure holds: layers only import downwards, packages have no import cycles, and
-the core stays pure (the contracts are in pyproject.toml, `[tool.importlinter]`)."""
+"""The import structure holds: layers only import downwards, packages have no import cycles, the
+core stays pure (the contracts are in pyproject.toml, `[tool.importlinter]`), SQLAlchemy stays
+in the store, and only the runner drives LangGraph."""
 
 from __future__ import annotations
 
@@ -16,27 +17,27 @@ def test_the_import_contracts_are_kept() -> None:
     assert lint_imports(str(REPO / "pyproject.toml"), no_cache=True, no_logo=True) == 0
 
 
-def sql_building_modules() -> set[str]:
-    """Modules outside `juru.store` that import SQLAlchemy's SQL constructs (anything but the
-    engine type, which is still handed around; see docs/architecture.md)."""
+def sqlalchemy_importers() -> set[str]:
+    """Modules outside `juru.store` that import SQLAlchemy (they hold a `store.Database`)."""
     found = set()
     for path in SOURCE.rglob("*.py"):
         relative = path.relative_to(SOURCE)
         if relative.parts[0] == "store":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("sqlalchemy"):
-                if [alias.name for alias in node.names] != ["AsyncEngine"]:
-                    found.add(str(relative))
-            elif isinstance(node, ast.Import) and any(
-                alias.name.startswith("sqlalchemy") for alias in node.names
-            ):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            if any(name.split(".")[0] == "sqlalchemy" for name in names):
                 found.add(str(relative))
     return found
 
 
-def test_sql_is_built_only_in_the_store() -> None:
-    assert sql_building_modules() == set()
+def test_no_sqlalchemy_outside_the_store() -> None:
+    assert sqlalchemy_importers() == set()
 
 
 def graph_driving_calls() -> set[str]:

@@ -7,13 +7,12 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from juru.billing.rate_limits import RateLimitDecision, RateLimiter
 from juru.core.clock import Clock
 from juru.core.errors import AuthenticationError, RateLimitedError
 from juru.core.keys import KEY_PREFIX, hash_key, is_well_formed, key_prefix
 from juru.store.accounts import account_of_key
+from juru.store.database import Database
 
 
 @dataclass(frozen=True)
@@ -84,7 +83,7 @@ class KeyCache:
 class Access:
     """Authentication and rate limiting of `/v1` requests."""
 
-    def __init__(self, engine: AsyncEngine, limiter: RateLimiter, keys: KeyCache) -> None:
+    def __init__(self, engine: Database, limiter: RateLimiter, keys: KeyCache) -> None:
         self.engine = engine
         self.limiter = limiter
         self.keys = keys

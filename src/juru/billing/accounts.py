@@ -10,12 +10,11 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from juru.core.clock import Clock
 from juru.core.keys import KEY_PREFIX, is_well_formed, key_prefix, new_key
 from juru.core.money import to_micro
 from juru.store import accounts as store
+from juru.store.database import Database
 from juru.store.records import AccountRecord
 
 logger = logging.getLogger(__name__)
@@ -48,7 +47,7 @@ class IssuedKey:
 class AccountAdmin:
     def __init__(
         self,
-        engine: AsyncEngine,
+        engine: Database,
         clock: Clock,
         tiers: Collection[str],
         on_revoke: Callable[[str], None] | None = None,

@@ -12,13 +12,12 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from juru.core.clock import Clock
 from juru.core.errors import InsufficientBalanceError
 from juru.core.money import PriceRules
 from juru.models.catalog import ModelCatalog
 from juru.store.accounts import balance_of
+from juru.store.database import Database
 from juru.store.usage import ChargeRequest, record_charge
 
 
@@ -32,7 +31,7 @@ class Meter:
     """Checks balances and writes charges for one app."""
 
     def __init__(
-        self, engine: AsyncEngine, catalog: ModelCatalog, rules: PriceRules, clock: Clock
+        self, engine: Database, catalog: ModelCatalog, rules: PriceRules, clock: Clock
     ) -> None:
         self.engine = engine
         self.catalog = catalog

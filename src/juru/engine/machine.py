@@ -7,14 +7,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from juru.core.clock import Clock
 from juru.core.money import PriceRules
 from juru.core.states import ACTIVE, FailureReason, RunStatus
 from juru.engine.events import RunEvents
 from juru.store import runs as run_store
 from juru.store import steps as step_store
+from juru.store.database import Database
 from juru.store.records import RunRecord
 from juru.store.runs import RunGuard
 from juru.store.steps import StatusChange, StepWrite
@@ -39,7 +38,7 @@ class RunMachine:
     """The run state machine on the database: legal edges only, each one atomic."""
 
     def __init__(
-        self, engine: AsyncEngine, events: RunEvents, clock: Clock, limits: RunLimits
+        self, engine: Database, events: RunEvents, clock: Clock, limits: RunLimits
     ) -> None:
         self.engine = engine
         self.events = events

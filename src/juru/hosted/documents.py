@@ -5,12 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import PurePath
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from juru.core.clock import Clock
 from juru.core.errors import TooLargeError, UnsupportedMediaError, invalid, not_found
 from juru.core.ids import new_id
 from juru.store import documents as store
+from juru.store.database import Database
 from juru.store.pages import Page, PageRequest
 from juru.store.records import DocumentRecord
 from juru.tools.chunking import chunk_text
@@ -77,7 +76,7 @@ def document_title(upload: Upload) -> str:
 
 @dataclass
 class DocumentLibrary:
-    engine: AsyncEngine
+    engine: Database
     clock: Clock
     max_bytes: int
 

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from juru.core.errors import not_found
 from juru.files.storage import FileStorage
+from juru.store.database import Database
 from juru.store.files import get_file
 from juru.store.records import FileRecord
 
 
 @dataclass
 class FileService:
-    engine: AsyncEngine
+    engine: Database
     storage: FileStorage
 
     async def file(self, account_id: str, file_id: str) -> FileRecord:

@@ -13,7 +13,6 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from juru import runner
 from juru.agents.hosted import FUNDS_KEY, MAX_STEPS_KEY, METER_KEY, build_hosted_agent, run_input
@@ -21,6 +20,7 @@ from juru.agents.registry import FeatureRegistry, FeatureUnavailableError
 from juru.billing.meter import Meter
 from juru.models.catalog import ModelCatalog
 from juru.runtime.errors import AgentUnavailableError
+from juru.store.database import Database
 from juru.store.records import AgentRecord
 from juru.store.runtime_sessions import get_agent_by_id
 
@@ -54,7 +54,7 @@ class RuntimeAgents:
         self,
         name: str,
         features: FeatureRegistry,
-        engine: AsyncEngine,
+        engine: Database,
         catalog: ModelCatalog,
         checkpointer: BaseCheckpointSaver[Any],
         provider_env: dict[str, str],

@@ -16,7 +16,6 @@ from datetime import datetime
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from sqlalchemy.ext.asyncio import AsyncEngine
 
 from juru import runner
 from juru.core.ids import new_id
@@ -31,6 +30,7 @@ from juru.runtime.inputs import (
     UserInput,
 )
 from juru.store import runtime_sessions as store
+from juru.store.database import Database
 from juru.store.pruning import prune_checkpoints
 from juru.store.runtime_sessions import RuntimeSessionRecord
 
@@ -61,7 +61,7 @@ class RuntimeService:
     def __init__(
         self,
         agents: RuntimeAgents,
-        engine: AsyncEngine,
+        engine: Database,
         checkpointer: BaseCheckpointSaver[Any],
         clock: Callable[[], datetime],
     ) -> None:

@@ -7,10 +7,11 @@ from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import func, insert, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from juru.core.ids import new_id
 from juru.core.keys import NewKey
+from juru.store.database import Database
 from juru.store.records import AccountRecord
 from juru.store.tables import accounts, api_keys
 from juru.store.transactions import write
@@ -21,7 +22,7 @@ class AccountExistsError(ValueError):
 
 
 async def create_account(
-    engine: AsyncEngine, name: str, tier: str, balance: Decimal, now: datetime
+    engine: Database, name: str, tier: str, balance: Decimal, now: datetime
 ) -> AccountRecord:
     """A new account; its name must be free."""
     values = {
@@ -42,18 +43,18 @@ async def create_account(
     return AccountRecord(**values)  # type: ignore[arg-type]
 
 
-async def count_accounts(engine: AsyncEngine) -> int:
+async def count_accounts(engine: Database) -> int:
     async with engine.connect() as connection:
         return int(await connection.scalar(select(func.count()).select_from(accounts)) or 0)
 
 
-async def account_named(engine: AsyncEngine, name: str) -> AccountRecord | None:
+async def account_named(engine: Database, name: str) -> AccountRecord | None:
     async with engine.connect() as connection:
         row = (await connection.execute(select(accounts).where(accounts.c.name == name))).first()
     return None if row is None else AccountRecord.from_row(row._mapping)
 
 
-async def balance_of(engine: AsyncEngine, account_id: str) -> Decimal:
+async def balance_of(engine: Database, account_id: str) -> Decimal:
     async with engine.connect() as connection:
         balance = await connection.scalar(
             select(accounts.c.balance_rupiah).where(accounts.c.id == account_id)
@@ -61,7 +62,7 @@ async def balance_of(engine: AsyncEngine, account_id: str) -> Decimal:
     return Decimal(0) if balance is None else Decimal(balance)
 
 
-async def top_up(engine: AsyncEngine, name: str, amount: Decimal) -> AccountRecord | None:
+async def top_up(engine: Database, name: str, amount: Decimal) -> AccountRecord | None:
     """Add `amount` to the named account's balance atomically (None: no such account)."""
 
     async def add(connection: AsyncConnection) -> Any:
@@ -76,7 +77,7 @@ async def top_up(engine: AsyncEngine, name: str, amount: Decimal) -> AccountReco
     return None if row is None else AccountRecord.from_row(row._mapping)
 
 
-async def insert_api_key(engine: AsyncEngine, account_id: str, key: NewKey, now: datetime) -> str:
+async def insert_api_key(engine: Database, account_id: str, key: NewKey, now: datetime) -> str:
     """Store the key's prefix and hash (never the key); returns the key's id."""
     key_id = new_id("key")
     statement = insert(api_keys).values(
@@ -86,7 +87,7 @@ async def insert_api_key(engine: AsyncEngine, account_id: str, key: NewKey, now:
     return key_id
 
 
-async def account_of_key(engine: AsyncEngine, key_hash: str) -> tuple[str, str] | None:
+async def account_of_key(engine: Database, key_hash: str) -> tuple[str, str] | None:
     """The account id and tier behind a live (not revoked) key with this hash."""
     query = (
         select(accounts.c.id, accounts.c.tier)
@@ -98,7 +99,7 @@ async def account_of_key(engine: AsyncEngine, key_hash: str) -> tuple[str, str] 
     return None if row is None else (str(row.id), str(row.tier))
 
 
-async def revoke_api_key(engine: AsyncEngine, prefix: str, now: datetime) -> bool:
+async def revoke_api_key(engine: Database, prefix: str, now: datetime) -> bool:
     """Revoke the live key with this prefix; False if there is none."""
     statement = (
         update(api_keys)

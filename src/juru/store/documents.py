@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import delete, insert, select, text
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
+from juru.store.database import Database
 from juru.store.hosted import page_of
 from juru.store.pages import Page, PageRequest
 from juru.store.records import DocumentRecord
@@ -32,7 +33,7 @@ class ChunkHit:
 
 
 async def insert_document(
-    engine: AsyncEngine, values: dict[str, Any], chunks: Sequence[str]
+    engine: Database, values: dict[str, Any], chunks: Sequence[str]
 ) -> DocumentRecord:
     """Store a document and its chunks in one transaction (the search index follows)."""
 
@@ -58,7 +59,7 @@ async def insert_document(
 
 
 async def get_document(
-    engine: AsyncEngine, account_id: str, document_id: str
+    engine: Database, account_id: str, document_id: str
 ) -> DocumentRecord | None:
     query = select(documents).where(
         documents.c.id == document_id, documents.c.account_id == account_id
@@ -69,7 +70,7 @@ async def get_document(
 
 
 async def list_documents(
-    engine: AsyncEngine, account_id: str, page: PageRequest
+    engine: Database, account_id: str, page: PageRequest
 ) -> Page[DocumentRecord]:
     query = select(documents).where(documents.c.account_id == account_id)
     async with engine.connect() as connection:
@@ -77,7 +78,7 @@ async def list_documents(
     return Page([DocumentRecord.from_row(row) for row in rows.items], rows.has_more)
 
 
-async def delete_document(engine: AsyncEngine, account_id: str, document_id: str) -> bool:
+async def delete_document(engine: Database, account_id: str, document_id: str) -> bool:
     """Delete the account's document with its chunks; False when there was none."""
 
     async def remove(connection: AsyncConnection) -> bool:
@@ -128,13 +129,13 @@ _POSTGRES_SEARCH = text(
 
 
 async def search_chunks(
-    engine: AsyncEngine, account_id: str, terms: Sequence[str], limit: int
+    engine: Database, account_id: str, terms: Sequence[str], limit: int
 ) -> list[ChunkHit]:
     """The account's chunks matching any of `terms` (plain words; each also as a prefix),
     best first. Terms must be letters and digits only: they are written into the query."""
     if not terms:
         return []
-    sqlite = engine.dialect.name == "sqlite"
+    sqlite = engine.dialect_name == "sqlite"
     statement = _SQLITE_SEARCH if sqlite else _POSTGRES_SEARCH
     match = _sqlite_match(terms) if sqlite else _postgres_query(terms)
     params = {"match": match, "account_id": account_id, "limit": limit}

@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import insert, select
-from sqlalchemy.ext.asyncio import AsyncEngine
 
+from juru.store.database import Database
 from juru.store.records import FileRecord
 from juru.store.tables import files
 from juru.store.transactions import write
 
 
-async def insert_file(engine: AsyncEngine, values: dict[str, Any]) -> FileRecord:
+async def insert_file(engine: Database, values: dict[str, Any]) -> FileRecord:
     async def add(connection: Any) -> None:
         await connection.execute(insert(files).values(values))
 
@@ -22,7 +22,7 @@ async def insert_file(engine: AsyncEngine, values: dict[str, Any]) -> FileRecord
     return found
 
 
-async def get_file(engine: AsyncEngine, account_id: str, file_id: str) -> FileRecord | None:
+async def get_file(engine: Database, account_id: str, file_id: str) -> FileRecord | None:
     """The account's file, or None (another account's file is as absent as a missing one)."""
     query = select(files).where(files.c.id == file_id, files.c.account_id == account_id)
     async with engine.connect() as connection:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import ColumnElement, Select, Table, and_, delete, insert, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
+from juru.store.database import Database
 from juru.store.pages import Page, PageRequest
 from juru.store.records import AgentRecord, ThreadRecord
 from juru.store.tables import accounts, agents, threads
@@ -31,7 +32,7 @@ async def page_of(
     return Page(items=[row._mapping for row in rows[: page.limit]], has_more=len(rows) > page.limit)
 
 
-async def insert_agent(engine: AsyncEngine, values: dict[str, Any]) -> AgentRecord:
+async def insert_agent(engine: Database, values: dict[str, Any]) -> AgentRecord:
     async def insert_and_read(connection: AsyncConnection) -> AgentRecord | None:
         await connection.execute(insert(agents).values(values))
         return await _agent_where(connection, agents.c.id == values["id"])
@@ -52,13 +53,13 @@ async def _agent_where(
     return None if row is None else AgentRecord.from_row(row._mapping)
 
 
-async def get_agent(engine: AsyncEngine, account_id: str, agent_id: str) -> AgentRecord | None:
+async def get_agent(engine: Database, account_id: str, agent_id: str) -> AgentRecord | None:
     async with engine.connect() as connection:
         return await _agent_where(connection, _owned_agent(account_id, agent_id))
 
 
 async def agent_and_tier(
-    engine: AsyncEngine, account_id: str, agent_id: str
+    engine: Database, account_id: str, agent_id: str
 ) -> tuple[AgentRecord, str] | None:
     """The agent a run executes, with its account's tier (what its charges are priced by)."""
     query = (
@@ -73,7 +74,7 @@ async def agent_and_tier(
     return AgentRecord.from_row(row._mapping), str(row.account_tier)
 
 
-async def list_agents(engine: AsyncEngine, account_id: str, page: PageRequest) -> Page[AgentRecord]:
+async def list_agents(engine: Database, account_id: str, page: PageRequest) -> Page[AgentRecord]:
     async with engine.connect() as connection:
         rows = await page_of(
             connection, agents, select(agents).where(agents.c.account_id == account_id), page
@@ -82,7 +83,7 @@ async def list_agents(engine: AsyncEngine, account_id: str, page: PageRequest) -
 
 
 async def update_agent(
-    engine: AsyncEngine, account_id: str, agent_id: str, values: dict[str, Any]
+    engine: Database, account_id: str, agent_id: str, values: dict[str, Any]
 ) -> AgentRecord | None:
     condition = _owned_agent(account_id, agent_id)
 
@@ -93,7 +94,7 @@ async def update_agent(
     return await write(engine, update_and_read)
 
 
-async def delete_agent(engine: AsyncEngine, account_id: str, agent_id: str) -> list[str]:
+async def delete_agent(engine: Database, account_id: str, agent_id: str) -> list[str]:
     """Delete the agent with its threads, runs and transcripts; return the thread ids."""
 
     async def delete_with_threads(connection: AsyncConnection) -> list[str]:
@@ -112,7 +113,7 @@ async def delete_agent(engine: AsyncEngine, account_id: str, agent_id: str) -> l
     return await write(engine, delete_with_threads)
 
 
-async def insert_thread(engine: AsyncEngine, values: dict[str, Any]) -> ThreadRecord:
+async def insert_thread(engine: Database, values: dict[str, Any]) -> ThreadRecord:
     async def insert_and_read(connection: AsyncConnection) -> Any:
         await connection.execute(insert(threads).values(values))
         return (await connection.execute(select(threads).where(threads.c.id == values["id"]))).one()
@@ -121,7 +122,7 @@ async def insert_thread(engine: AsyncEngine, values: dict[str, Any]) -> ThreadRe
     return ThreadRecord.from_row(row._mapping)
 
 
-async def get_thread(engine: AsyncEngine, account_id: str, thread_id: str) -> ThreadRecord | None:
+async def get_thread(engine: Database, account_id: str, thread_id: str) -> ThreadRecord | None:
     async with engine.connect() as connection:
         row = (
             await connection.execute(
@@ -132,7 +133,7 @@ async def get_thread(engine: AsyncEngine, account_id: str, thread_id: str) -> Th
 
 
 async def list_threads(
-    engine: AsyncEngine, account_id: str, agent_id: str, page: PageRequest
+    engine: Database, account_id: str, agent_id: str, page: PageRequest
 ) -> Page[ThreadRecord]:
     query = select(threads).where(
         threads.c.account_id == account_id, threads.c.agent_id == agent_id

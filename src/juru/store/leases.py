@@ -5,14 +5,15 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import update
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from juru.core.states import RunStatus
+from juru.store.database import Database
 from juru.store.tables import runs
 from juru.store.transactions import write
 
 
-async def release_leases_of(engine: AsyncEngine, owner_prefix: str, now: datetime) -> list[str]:
+async def release_leases_of(engine: Database, owner_prefix: str, now: datetime) -> list[str]:
     """Free the running runs whose lease owner starts with `owner_prefix`; their ids.
 
     Only for a prefix that no live process uses: the caller knows the owners are gone.

@@ -7,17 +7,18 @@ from datetime import datetime
 from sqlalchemy import select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
+from juru.store.database import Database
 from juru.store.tables import playground_threads
 from juru.store.transactions import write
 
 
 async def claim_playground_thread(
-    engine: AsyncEngine, thread_id: str, feature: str, now: datetime
+    engine: Database, thread_id: str, feature: str, now: datetime
 ) -> str:
     """Record `thread_id` for `feature` unless it exists; return the feature that owns it."""
-    insert = sqlite_insert if engine.dialect.name == "sqlite" else postgresql_insert
+    insert = sqlite_insert if engine.dialect_name == "sqlite" else postgresql_insert
     statement = (
         insert(playground_threads)
         .values(thread_id=thread_id, feature=feature, created_at=now, updated_at=now)
@@ -42,7 +43,7 @@ async def claim_playground_thread(
     return str(owner)
 
 
-async def playground_thread_feature(engine: AsyncEngine, thread_id: str) -> str | None:
+async def playground_thread_feature(engine: Database, thread_id: str) -> str | None:
     """The feature a playground thread belongs to, or None if it was never used."""
     async with engine.connect() as connection:
         owner = await connection.scalar(

@@ -12,9 +12,10 @@ from typing import Any
 
 from sqlalchemy import and_, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from juru.core.states import RunStatus, check_transition
+from juru.store.database import Database
 from juru.store.hosted import page_of
 from juru.store.pages import Page, PageRequest
 from juru.store.records import RunRecord
@@ -26,15 +27,13 @@ class ThreadBusyError(RuntimeError):
     """The thread already has a queued, running or waiting run."""
 
 
-async def _select_run(engine: AsyncEngine, *conditions: Any) -> RunRecord | None:
+async def _select_run(engine: Database, *conditions: Any) -> RunRecord | None:
     async with engine.connect() as connection:
         row = (await connection.execute(select(runs).where(*conditions))).first()
     return None if row is None else RunRecord.from_row(row._mapping)
 
 
-async def get_run(
-    engine: AsyncEngine, run_id: str, account_id: str | None = None
-) -> RunRecord | None:
+async def get_run(engine: Database, run_id: str, account_id: str | None = None) -> RunRecord | None:
     """The run, if it exists (and belongs to `account_id` when one is given)."""
     conditions = [runs.c.id == run_id]
     if account_id is not None:
@@ -42,13 +41,11 @@ async def get_run(
     return await _select_run(engine, *conditions)
 
 
-async def find_by_idempotency_key(
-    engine: AsyncEngine, thread_id: str, key: str
-) -> RunRecord | None:
+async def find_by_idempotency_key(engine: Database, thread_id: str, key: str) -> RunRecord | None:
     return await _select_run(engine, runs.c.thread_id == thread_id, runs.c.idempotency_key == key)
 
 
-async def _returning_run(engine: AsyncEngine, statement: Any) -> RunRecord | None:
+async def _returning_run(engine: Database, statement: Any) -> RunRecord | None:
     async def execute(connection: AsyncConnection) -> Any:
         return (await connection.execute(statement)).first()
 
@@ -56,14 +53,14 @@ async def _returning_run(engine: AsyncEngine, statement: Any) -> RunRecord | Non
     return None if row is None else RunRecord.from_row(row._mapping)
 
 
-async def _changed_a_row(engine: AsyncEngine, statement: Any) -> bool:
+async def _changed_a_row(engine: Database, statement: Any) -> bool:
     async def execute(connection: AsyncConnection) -> int:
         return (await connection.execute(statement)).rowcount
 
     return bool(await write(engine, execute))
 
 
-async def create_run(engine: AsyncEngine, values: dict[str, Any]) -> tuple[RunRecord, bool]:
+async def create_run(engine: Database, values: dict[str, Any]) -> tuple[RunRecord, bool]:
     """Insert a queued run; with an idempotency key already used on the thread, return that run.
 
     Returns the run and whether it was created now. Raises ThreadBusyError when another run of
@@ -87,7 +84,7 @@ async def create_run(engine: AsyncEngine, values: dict[str, Any]) -> tuple[RunRe
 
 
 async def list_runs(
-    engine: AsyncEngine, account_id: str, thread_id: str, page: PageRequest
+    engine: Database, account_id: str, thread_id: str, page: PageRequest
 ) -> Page[RunRecord]:
     query = select(runs).where(runs.c.account_id == account_id, runs.c.thread_id == thread_id)
     async with engine.connect() as connection:
@@ -118,7 +115,7 @@ class RunGuard:
 
 
 async def transition_run(
-    engine: AsyncEngine,
+    engine: Database,
     run_id: str,
     sources: Collection[RunStatus],
     target: RunStatus,
@@ -147,7 +144,7 @@ async def transition_run(
 
 
 async def claim_runs(
-    engine: AsyncEngine, worker: str, now: datetime, lease_seconds: float, limit: int = 1
+    engine: Database, worker: str, now: datetime, lease_seconds: float, limit: int = 1
 ) -> list[RunRecord]:
     """Take up to `limit` of the oldest runs that need a worker (queued, resumed, or left by a
     dead worker) in one statement; fewer than `limit` means none is left."""
@@ -159,7 +156,7 @@ async def claim_runs(
         ),
     )
     candidates = select(runs.c.id).where(claimable).order_by(runs.c.id).limit(limit)
-    if engine.dialect.name == "postgresql":
+    if engine.dialect_name == "postgresql":
         # A materialised CTE is evaluated once; PostgreSQL may run an IN (subquery) again
         # and take more than `limit` rows.
         chosen = (
@@ -197,7 +194,7 @@ def held_by(worker: str) -> Any:
 
 
 async def renew_lease(
-    engine: AsyncEngine, run_id: str, worker: str, now: datetime, lease_seconds: float
+    engine: Database, run_id: str, worker: str, now: datetime, lease_seconds: float
 ) -> bool:
     """Extend the worker's lease; False when the run is no longer running under it."""
     statement = (
@@ -209,7 +206,7 @@ async def renew_lease(
 
 
 async def overdue_runs(
-    engine: AsyncEngine, now: datetime, waiting_cutoff: datetime, limit: int = 100
+    engine: Database, now: datetime, waiting_cutoff: datetime, limit: int = 100
 ) -> list[RunRecord]:
     """Runs past their wall-clock deadline, or waiting for tool outputs since before the cutoff."""
     waiting_too_long = and_(

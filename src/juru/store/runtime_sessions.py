@@ -11,8 +11,8 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, and_, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine
 
+from juru.store.database import Database
 from juru.store.records import AgentRecord, _Record
 from juru.store.tables import agents, runtime_sessions
 from juru.store.transactions import write
@@ -36,7 +36,7 @@ def _owned(app_name: str, user_id: str, session_id: str) -> ColumnElement[bool]:
     )
 
 
-async def insert_session(engine: AsyncEngine, values: dict[str, Any]) -> bool:
+async def insert_session(engine: Database, values: dict[str, Any]) -> bool:
     """Insert a session; False when its id is already taken."""
     try:
         await write(engine, lambda connection: connection.execute(insert(runtime_sessions), values))
@@ -46,7 +46,7 @@ async def insert_session(engine: AsyncEngine, values: dict[str, Any]) -> bool:
 
 
 async def get_session(
-    engine: AsyncEngine, app_name: str, user_id: str, session_id: str
+    engine: Database, app_name: str, user_id: str, session_id: str
 ) -> RuntimeSessionRecord | None:
     async with engine.connect() as connection:
         row = (
@@ -58,7 +58,7 @@ async def get_session(
 
 
 async def list_sessions(
-    engine: AsyncEngine, app_name: str, user_id: str
+    engine: Database, app_name: str, user_id: str
 ) -> list[RuntimeSessionRecord]:
     """The user's sessions of the app, oldest first (ids sort by creation time)."""
     query = (
@@ -71,21 +71,21 @@ async def list_sessions(
     return [RuntimeSessionRecord.from_row(row._mapping) for row in rows]
 
 
-async def touch_session(engine: AsyncEngine, session_id: str, now: datetime) -> None:
+async def touch_session(engine: Database, session_id: str, now: datetime) -> None:
     statement = (
         update(runtime_sessions).where(runtime_sessions.c.id == session_id).values(updated_at=now)
     )
     await write(engine, lambda connection: connection.execute(statement))
 
 
-async def delete_session(engine: AsyncEngine, app_name: str, user_id: str, session_id: str) -> bool:
+async def delete_session(engine: Database, app_name: str, user_id: str, session_id: str) -> bool:
     """Delete the user's session; False when there was none."""
     statement = delete(runtime_sessions).where(_owned(app_name, user_id, session_id))
     result = await write(engine, lambda connection: connection.execute(statement))
     return bool(result.rowcount)
 
 
-async def get_agent_by_id(engine: AsyncEngine, agent_id: str) -> AgentRecord | None:
+async def get_agent_by_id(engine: Database, agent_id: str) -> AgentRecord | None:
     """A hosted agent by id, whatever its account (the runtime serves one the operator names)."""
     async with engine.connect() as connection:
         row = (await connection.execute(select(agents).where(agents.c.id == agent_id))).first()

@@ -17,10 +17,11 @@ from typing import Any
 from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from juru.core.money import PriceRules
 from juru.core.states import RunStatus, check_transition
+from juru.store.database import Database
 from juru.store.runs import held_by
 from juru.store.tables import runs, thread_messages
 from juru.store.transactions import write
@@ -95,7 +96,7 @@ async def append_transcript(
     await connection.execute(transcript_upsert(connection.dialect.name), rows)
 
 
-async def record_step(engine: AsyncEngine, step: StepWrite, rules: PriceRules) -> bool:
+async def record_step(engine: Database, step: StepWrite, rules: PriceRules) -> bool:
     """Write the step in one transaction. False (and nothing written) when the run is no longer
     running under `step.worker`'s lease."""
     if step.status is not None:

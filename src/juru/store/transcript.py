@@ -7,8 +7,9 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
+from juru.store.database import Database
 from juru.store.pages import Page
 from juru.store.records import TranscriptMessage
 from juru.store.steps import append_transcript
@@ -17,7 +18,7 @@ from juru.store.transactions import write
 
 
 async def append_messages(
-    engine: AsyncEngine,
+    engine: Database,
     thread_id: str,
     run_id: str | None,
     messages: Sequence[dict[str, Any]],
@@ -34,7 +35,7 @@ async def append_messages(
 
 
 async def list_messages(
-    engine: AsyncEngine, thread_id: str, limit: int, after: int | None
+    engine: Database, thread_id: str, limit: int, after: int | None
 ) -> Page[TranscriptMessage]:
     """Messages in the order they were said, after position `after`."""
     query = select(thread_messages).where(thread_messages.c.thread_id == thread_id)
@@ -47,7 +48,7 @@ async def list_messages(
     return Page(items, has_more=len(rows) > limit)
 
 
-async def position_of(engine: AsyncEngine, thread_id: str, message_id: str) -> int | None:
+async def position_of(engine: Database, thread_id: str, message_id: str) -> int | None:
     async with engine.connect() as connection:
         position = await connection.scalar(
             select(thread_messages.c.position).where(

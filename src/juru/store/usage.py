@@ -10,10 +10,11 @@ from typing import Any
 from sqlalchemy import Date, cast, func, select, update
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from juru.core.ids import new_id
 from juru.core.money import PriceRules, to_micro
+from juru.store.database import Database
 from juru.store.tables import accounts, runs, usage_charges
 from juru.store.transactions import write
 
@@ -101,7 +102,7 @@ async def take_charge(
     return cost
 
 
-async def record_charge(engine: AsyncEngine, request: ChargeRequest, rules: PriceRules) -> Decimal:
+async def record_charge(engine: Database, request: ChargeRequest, rules: PriceRules) -> Decimal:
     """Take the charge (`take_charge`) and add it to its run's running total, in one
     transaction. Returns the cost taken."""
 
@@ -129,14 +130,14 @@ class UsageLine:
     cost_rupiah: Decimal
 
 
-def _day(engine: AsyncEngine) -> Any:
-    if engine.dialect.name == "postgresql":
+def _day(engine: Database) -> Any:
+    if engine.dialect_name == "postgresql":
         return cast(func.timezone("UTC", usage_charges.c.created_at), Date)
     return func.date(usage_charges.c.created_at)
 
 
 async def usage_by_day(
-    engine: AsyncEngine, account_id: str, since: datetime | None, until: datetime | None
+    engine: Database, account_id: str, since: datetime | None, until: datetime | None
 ) -> list[UsageLine]:
     """The account's charges summed by day (UTC), source and model, oldest day first."""
     day = _day(engine).label("day")
@@ -172,7 +173,7 @@ async def usage_by_day(
     ]
 
 
-async def charges_of_run(engine: AsyncEngine, run_id: str) -> list[dict[str, Any]]:
+async def charges_of_run(engine: Database, run_id: str) -> list[dict[str, Any]]:
     async with engine.connect() as connection:
         rows = (
             await connection.execute(

@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
+from juru.store.database import Database
 from juru.store.documents import search_chunks
 from juru.tools.errors import BuiltinToolError
 from juru.tools.search_terms import search_terms
@@ -58,7 +57,7 @@ def parse_request(args: dict[str, Any]) -> SearchRequest:
     return SearchRequest(query.strip(), top_k)
 
 
-async def search(engine: AsyncEngine, account_id: str, request: SearchRequest) -> dict[str, Any]:
+async def search(engine: Database, account_id: str, request: SearchRequest) -> dict[str, Any]:
     """The best chunks for the query, each citing its document and position."""
     hits = await search_chunks(engine, account_id, search_terms(request.query), request.top_k)
     results = [

@@ -7,13 +7,12 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from juru.billing.meter import Meter
 from juru.core.clock import Clock
 from juru.core.errors import InsufficientBalanceError
 from juru.core.money import to_micro
 from juru.files.storage import FileStorage
+from juru.store.database import Database
 from juru.tools import rag_search, text_to_speech
 from juru.tools.errors import BuiltinToolError
 from juru.tools.speech import EspeakSynthesizer
@@ -36,7 +35,7 @@ class BuiltinPrices:
 class BuiltinServices:
     """What built-in tools need from the app, shared by every run."""
 
-    engine: AsyncEngine
+    engine: Database
     storage: FileStorage
     synthesizer: EspeakSynthesizer
     meter: Meter

@@ -8,10 +8,9 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncEngine
-
 from juru.core.ids import new_id
 from juru.files.storage import FileStorage
+from juru.store.database import Database
 from juru.store.files import insert_file
 from juru.tools.errors import BuiltinToolError
 from juru.tools.speech import EspeakSynthesizer, SpeechError
@@ -81,7 +80,7 @@ def list_price(request: SpeechRequest, rupiah_per_1k_characters: Decimal) -> Dec
 class SpeechTarget:
     """Where the audio goes: whose file it is, the run that made it, and when."""
 
-    engine: AsyncEngine
+    engine: Database
     storage: FileStorage
     account_id: str
     run_id: str | None
