@@ -24,7 +24,7 @@ from langchain_core.messages import (
 )
 from langchain_core.runnables import RunnableConfig
 from langgraph.pregel import Pregel
-from langgraph.types import Command, StreamMode
+from langgraph.types import Command, Durability, StreamMode
 
 from juru.review import InvalidReviewError, is_review_request, validate_review
 
@@ -171,6 +171,9 @@ class RunOptions:
     replace_pending: bool = False
     # The caller read the thread's state just before (`thread_state`) and decided from it.
     state_checked: bool = False
+    # When LangGraph saves checkpoints: after every step ("async", the default), or only when
+    # the turn pauses or ends ("exit": a crash then redoes the turn's steps since the last one).
+    durability: Durability = "async"
 
 
 def messages_in_update(update: Any) -> tuple[BaseMessage, ...]:
@@ -284,7 +287,11 @@ class TurnStream:
         config = _config(self.thread_id, self.max_steps, self.options)
         try:
             async for namespace, mode, data in self.agent.astream(
-                self.graph_input, config, stream_mode=modes, subgraphs=True
+                self.graph_input,
+                config,
+                stream_mode=modes,
+                subgraphs=True,
+                durability=self.options.durability,
             ):
                 if mode == "messages":
                     message = data[0]

@@ -80,13 +80,16 @@ def test_a_kill_inside_the_step_transaction_charges_once_and_records_once(
     env = {**fake.env(), "JURU_LEASE_SECONDS": "2"}
     port = free_port()
     first = crashing_serve(database_url, tmp_path / "first.log", port, crash_at, **env).start()
-    key = api_key(database_url)
-    with Api(first.base_url, key) as api:
-        agent = api.create_agent(model_id=FAKE_MODEL, tools=[WEATHER_TOOL], max_steps=5)
-        thread = api.create_thread(agent["id"])
-        run = api.create_run(thread["id"], "Cuaca di Jakarta?")
-    # The first step's write kills the server before it commits.
-    until(lambda: first.process is not None and first.process.poll() is not None, "the crash")
+    try:
+        key = api_key(database_url)
+        with Api(first.base_url, key) as api:
+            agent = api.create_agent(model_id=FAKE_MODEL, tools=[WEATHER_TOOL], max_steps=5)
+            thread = api.create_thread(agent["id"])
+            run = api.create_run(thread["id"], "Cuaca di Jakarta?")
+        # The first step's write kills the server before it commits.
+        until(lambda: first.process is not None and first.process.poll() is not None, "crash")
+    finally:
+        first.kill()
     assert database.runs()[run["id"]][0] == "running"
     with database.engine.connect() as connection:
         assert connection.execute(select(usage_charges)).all() == []

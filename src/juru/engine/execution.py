@@ -99,6 +99,7 @@ class RunExecution:
         self.model_id = ""
         self.tier = ""
         self.client_tools: set[str] = set()
+        self.has_builtins = False
         self.steps = run.step_count
         # What the next write records: transcript rows and charges not yet written.
         self.unwritten: list[dict[str, Any]] = []
@@ -190,6 +191,7 @@ class RunExecution:
             return None
         self.model_id = agent.model_id
         self.client_tools = {tool["function"]["name"] for tool in agent.tools}
+        self.has_builtins = bool(agent.builtin_tools)
         return self.context.graphs.get(agent, model)
 
     async def _ensure_funds(self) -> None:
@@ -209,6 +211,11 @@ class RunExecution:
             metadata={RUN_ID_KEY: self.run.id},
             replace_pending=replace_pending,
             state_checked=True,
+            # Client-tool agents save their checkpoint when the run pauses or ends, not after
+            # every node: a crash redoes at most the model steps since the last pause, each
+            # recorded and charged once (stable ids, charge keys). Built-in calls are not keyed,
+            # so agents with built-in tools keep a checkpoint per step.
+            durability="async" if self.has_builtins else "exit",
         )
 
     async def _execute(self) -> None:

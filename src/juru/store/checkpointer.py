@@ -10,6 +10,7 @@ import aiosqlite
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -43,6 +44,14 @@ async def open_checkpointer(
             await sqlite_saver.setup()
             yield sqlite_saver
         return
+    options: dict[str, Any] = {"prepare_threshold": 0, "row_factory": dict_row}
+    # The saver's migrations create indexes concurrently: outside a transaction.
+    async with await AsyncConnection.connect(
+        database.libpq_dsn(), autocommit=True, **options
+    ) as setup_connection:
+        await AsyncPostgresSaver(setup_connection).setup()
+    # Without autocommit each of the saver's calls is one transaction (the pool commits when
+    # the saver gives the connection back), not one per statement.
     pool = AsyncConnectionPool(
         database.libpq_dsn(),
         min_size=1,
@@ -50,12 +59,10 @@ async def open_checkpointer(
         open=False,
         # A connection that a database restart broke is replaced, not handed to LangGraph.
         check=AsyncConnectionPool.check_connection,
-        kwargs={"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row},
+        kwargs={"autocommit": False, **options},
     )
     async with pool:
-        postgres_saver = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
-        await postgres_saver.setup()
-        yield postgres_saver
+        yield AsyncPostgresSaver(pool)  # type: ignore[arg-type]
 
 
 async def settle_checkpointer(checkpointer: BaseCheckpointSaver[Any]) -> None:
