@@ -48,15 +48,6 @@ ROOMY_RATE_LIMITS = '{"paid": "100000/minute"}'
 RECOVERY_SECONDS = 4 * LEASE_SECONDS + 20
 
 
-@pytest.fixture
-def fake_openai_process(tmp_path: Path) -> Iterator[FakeOpenAIProcess]:
-    fake = FakeOpenAIProcess(tmp_path / "fake_openai.log").start()
-    try:
-        yield fake
-    finally:
-        fake.stop()
-
-
 def script_tool_calls(fake: FakeOpenAIProcess, count: int, latency: float) -> None:
     """`count` weather calls, each for another city (no loop), then plain answers; every
     model call takes `latency` seconds, so some are in flight when the database stops."""

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -104,15 +104,6 @@ class FakeOpenAIProcess:
                 self.process.wait()
         if self.process is not None and self.process.stdout is not None:
             self.process.stdout.close()
-
-
-@pytest.fixture
-def fake_openai_process(tmp_path: Path) -> Iterator[FakeOpenAIProcess]:
-    fake = FakeOpenAIProcess(tmp_path / "fake_openai.log").start()
-    try:
-        yield fake
-    finally:
-        fake.stop()
 
 
 def juru_serve(
@@ -243,15 +234,6 @@ class Database:
                 {"name": self.url.url.database},
             ).scalar_one()
         return int(count)
-
-
-@pytest.fixture
-def database(database_url: str) -> Iterator[Database]:
-    opened = Database(database_url)
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 # --- 1. the walkthrough ----------------------------------------------------------------------

@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 import socket
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -25,15 +24,6 @@ from tests.support.server import REPO, api_key, free_port, juru_command
 
 pytestmark = pytest.mark.e2e
 LONG_LEASE = {"JURU_LEASE_SECONDS": "600"}
-
-
-@pytest.fixture
-def fake(tmp_path: Path) -> Iterator[FakeOpenAIProcess]:
-    process = FakeOpenAIProcess(tmp_path / "fake_openai.log").start()
-    try:
-        yield process
-    finally:
-        process.stop()
 
 
 def lease_owner(database_url: str, run_id: str) -> str | None:
@@ -73,8 +63,9 @@ def worker_pid(owner: str | None, instance: str) -> int | None:
 
 
 def test_runs_execute_in_a_worker_process_that_is_restarted_when_it_dies(
-    database_url: str, tmp_path: Path, fake: FakeOpenAIProcess
+    database_url: str, tmp_path: Path, fake_openai_process: FakeOpenAIProcess
 ) -> None:
+    fake = fake_openai_process
     fake.script([{"content": "never arrives", "delay": 60}])
     env = {**fake.env(), **LONG_LEASE, "JURU_WORKERS": "1"}
     instance = instance_of(database_url)
@@ -112,8 +103,9 @@ def test_runs_execute_in_a_worker_process_that_is_restarted_when_it_dies(
 
 
 def test_a_restarted_server_takes_its_runs_back_at_once(
-    database_url: str, tmp_path: Path, fake: FakeOpenAIProcess
+    database_url: str, tmp_path: Path, fake_openai_process: FakeOpenAIProcess
 ) -> None:
+    fake = fake_openai_process
     fake.script([{"content": "never arrives", "delay": 60}])
     env = {**fake.env(), **LONG_LEASE}
     port = free_port()

@@ -9,7 +9,6 @@ lease (2 s) has expired. Nothing sleeps to synchronise: everything is polled aga
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,24 +36,6 @@ CRASH_POINTS = [
 ]
 
 
-@pytest.fixture
-def database(database_url: str) -> Iterator[Database]:
-    opened = Database(database_url)
-    try:
-        yield opened
-    finally:
-        opened.close()
-
-
-@pytest.fixture
-def fake(tmp_path: Path) -> Iterator[FakeOpenAIProcess]:
-    process = FakeOpenAIProcess(tmp_path / "fake_openai.log").start()
-    try:
-        yield process
-    finally:
-        process.stop()
-
-
 def crashing_serve(
     database_url: str, log: Path, port: int, crash_at: str, **env: str
 ) -> ServerProcess:
@@ -69,8 +50,13 @@ def crashing_serve(
 
 @pytest.mark.parametrize("crash_at", CRASH_POINTS)
 def test_a_kill_inside_the_step_transaction_charges_once_and_records_once(
-    crash_at: str, database_url: str, database: Database, tmp_path: Path, fake: FakeOpenAIProcess
+    crash_at: str,
+    database_url: str,
+    database: Database,
+    tmp_path: Path,
+    fake_openai_process: FakeOpenAIProcess,
 ) -> None:
+    fake = fake_openai_process
     fake.script(
         [
             {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Jakarta"}}]},
