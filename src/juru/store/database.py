@@ -11,7 +11,9 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from sqlalchemy import event, text
+from sqlalchemy import Table, event, text
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
@@ -19,6 +21,11 @@ from juru.store.urls import DatabaseUrl
 from juru.store.write_queue import SqliteWriteQueue
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def dialect_insert(dialect_name: str, table: Table) -> Any:
+    """`INSERT` in the dialect's own form, which has `ON CONFLICT` (SQLite or PostgreSQL)."""
+    return (sqlite_insert if dialect_name == "sqlite" else postgresql_insert)(table)
 
 
 class Database:

@@ -5,11 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import select, update
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from juru.store.database import Database
+from juru.store.database import Database, dialect_insert
 from juru.store.tables import playground_threads
 from juru.store.transactions import write
 
@@ -18,9 +16,8 @@ async def claim_playground_thread(
     engine: Database, thread_id: str, feature: str, now: datetime
 ) -> str:
     """Record `thread_id` for `feature` unless it exists; return the feature that owns it."""
-    insert = sqlite_insert if engine.dialect_name == "sqlite" else postgresql_insert
     statement = (
-        insert(playground_threads)
+        dialect_insert(engine.dialect_name, playground_threads)
         .values(thread_id=thread_id, feature=feature, created_at=now, updated_at=now)
         .on_conflict_do_nothing(index_elements=["thread_id"])
     )

@@ -14,20 +14,17 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import bindparam, func, select, update
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from juru.core.money import PriceRules
 from juru.core.states import RunStatus, check_transition
 from juru.store.database import Database
 from juru.store.runs import held_by
-from juru.store.tables import runs, thread_messages
+from juru.store.tables import runs
 from juru.store.transactions import write
+from juru.store.transcript import append_transcript
 from juru.store.usage import ChargeRequest, take_charge
-
-TRANSCRIPT_FIELDS = ("message_id", "role", "content", "tool_calls", "tool_call_id", "name")
 
 
 @dataclass(frozen=True)
@@ -56,44 +53,6 @@ class StepWrite:
 
 class _LeaseLost(Exception):
     """Rolls the step back: the run is no longer running under this worker."""
-
-
-def transcript_upsert(dialect: str) -> Any:
-    """Append a message at the end of its thread; an id already there is updated in place."""
-    insert_for = sqlite_insert if dialect == "sqlite" else postgresql_insert
-    next_position = (
-        select(func.coalesce(func.max(thread_messages.c.position), -1) + 1)
-        .where(thread_messages.c.thread_id == bindparam("of_thread"))
-        .scalar_subquery()
-    )
-    statement = insert_for(thread_messages).values(position=next_position)
-    return statement.on_conflict_do_update(
-        index_elements=[thread_messages.c.thread_id, thread_messages.c.message_id],
-        set_={name: statement.excluded[name] for name in ("content", "tool_calls")},
-    )
-
-
-async def append_transcript(
-    connection: AsyncConnection,
-    thread_id: str,
-    run_id: str | None,
-    messages: Sequence[dict[str, Any]],
-    now: datetime,
-) -> None:
-    """Append `messages` in order, in one statement (one execution per row, in order)."""
-    if not messages:
-        return
-    rows = [
-        {
-            "thread_id": thread_id,
-            "of_thread": thread_id,
-            "run_id": run_id,
-            "created_at": now,
-            **{name: message.get(name) for name in TRANSCRIPT_FIELDS},
-        }
-        for message in messages
-    ]
-    await connection.execute(transcript_upsert(connection.dialect.name), rows)
 
 
 async def record_step(engine: Database, step: StepWrite, rules: PriceRules) -> bool:

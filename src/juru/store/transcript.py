@@ -2,19 +2,60 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from juru.store.database import Database
+from juru.store.database import Database, dialect_insert
 from juru.store.pages import Page
 from juru.store.records import TranscriptMessage
-from juru.store.steps import append_transcript
 from juru.store.tables import thread_messages
 from juru.store.transactions import write
+
+TRANSCRIPT_FIELDS = ("message_id", "role", "content", "tool_calls", "tool_call_id", "name")
+
+
+@functools.cache
+def transcript_upsert(dialect: str) -> Any:
+    """Append a message at the end of its thread; an id already there is updated in place.
+    Built once per dialect: it runs in every step's write."""
+    next_position = (
+        select(func.coalesce(func.max(thread_messages.c.position), -1) + 1)
+        .where(thread_messages.c.thread_id == bindparam("of_thread"))
+        .scalar_subquery()
+    )
+    statement = dialect_insert(dialect, thread_messages).values(position=next_position)
+    return statement.on_conflict_do_update(
+        index_elements=[thread_messages.c.thread_id, thread_messages.c.message_id],
+        set_={name: statement.excluded[name] for name in ("content", "tool_calls")},
+    )
+
+
+async def append_transcript(
+    connection: AsyncConnection,
+    thread_id: str,
+    run_id: str | None,
+    messages: Sequence[dict[str, Any]],
+    now: datetime,
+) -> None:
+    """Append `messages` in order, in one statement (one execution per row, in order)."""
+    if not messages:
+        return
+    rows = [
+        {
+            "thread_id": thread_id,
+            "of_thread": thread_id,
+            "run_id": run_id,
+            "created_at": now,
+            **{name: message.get(name) for name in TRANSCRIPT_FIELDS},
+        }
+        for message in messages
+    ]
+    await connection.execute(transcript_upsert(connection.dialect.name), rows)
 
 
 async def append_messages(
@@ -24,7 +65,7 @@ async def append_messages(
     messages: Sequence[dict[str, Any]],
     now: datetime,
 ) -> None:
-    """Append messages in order, in a transaction of their own (`steps.append_transcript`)."""
+    """Append messages in order, in a transaction of their own."""
     if not messages:
         return
 

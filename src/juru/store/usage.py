@@ -8,13 +8,11 @@ from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import Date, cast, func, select, update
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from juru.core.ids import new_id
 from juru.core.money import PriceRules, to_micro
-from juru.store.database import Database
+from juru.store.database import Database, dialect_insert
 from juru.store.tables import accounts, runs, usage_charges
 from juru.store.transactions import write
 
@@ -72,9 +70,8 @@ async def take_charge(
     if rules.uses_monthly_spend:
         spent = await monthly_list_spend(connection, request.account_id, request.created_at)
     cost = rules.charge(request.list_cost, tier, spent)
-    insert_for = sqlite_insert if connection.dialect.name == "sqlite" else postgresql_insert
     inserted = await connection.execute(
-        insert_for(usage_charges)
+        dialect_insert(connection.dialect.name, usage_charges)
         .values(
             id=new_id("chg"),
             account_id=request.account_id,
