@@ -86,13 +86,27 @@ def call_signature(tool_calls: Sequence[Any]) -> str:
     return json.dumps(calls)
 
 
+def step_message_id(prefix: str, step: int, call_id: str | None = None) -> str:
+    """The stable id of step `step`'s reply (`<prefix>_s3`), or of its result for a call."""
+    return f"{prefix}_s{step}" if call_id is None else f"{prefix}_s{step}_{call_id}"
+
+
+def step_of_message(prefix: str, message_id: str | None) -> int | None:
+    """The step whose model call wrote the message with this id (`<prefix>_s<step>`), if any."""
+    marker = f"{prefix}_s"
+    if not message_id or not message_id.startswith(marker):
+        return None
+    step = message_id.removeprefix(marker)
+    return int(step) if step.isdigit() else None
+
+
 def message_id(config: RunnableConfig, step: int | None, call_id: str | None = None) -> str:
     """The id of a message a node writes: derived from the run and step where the engine asks
     for stable ids, else random."""
     prefix = config.get("configurable", {}).get(MESSAGE_IDS_KEY)
     if prefix is None or step is None:
         return f"msg_{uuid.uuid4().hex}"
-    return f"{prefix}_s{step}" if call_id is None else f"{prefix}_s{step}_{call_id}"
+    return step_message_id(prefix, step, call_id)
 
 
 def pending_call(call: dict[str, Any]) -> dict[str, str]:

@@ -24,6 +24,8 @@ from juru.agents.hosted import (
     LoopDetectedError,
     StepLimitError,
     run_input,
+    step_message_id,
+    step_of_message,
 )
 from juru.billing.meter import Meter
 from juru.core.errors import InsufficientBalanceError
@@ -59,10 +61,14 @@ def hosted_thread_key(thread_id: str) -> str:
     return f"hosted:{thread_id}"
 
 
+def input_message_id(run_id: str, index: int) -> str:
+    return f"{run_id}_in{index}"
+
+
 def input_messages(run: RunRecord) -> list[BaseMessage]:
     """The run's input as messages, with ids derived from the run (stable across retries)."""
     return [
-        INPUT_ROLES[item["role"]](item["content"], id=f"{run.id}_in{index}")
+        INPUT_ROLES[item["role"]](item["content"], id=input_message_id(run.id, index))
         for index, item in enumerate(run.input)
     ]
 
@@ -95,7 +101,6 @@ class RunExecution:
         self.thread_key = hosted_thread_key(run.thread_id)
         self.lease_lost = False
         self.finishing = False
-        self.outage = False
         self.model_id = ""
         self.tier = ""
         self.client_tools: set[str] = set()
@@ -136,7 +141,6 @@ class RunExecution:
     async def _stop_for_outage(self, error: BaseException) -> None:
         """The database stopped answering: not the run's failure. The run stays `running`;
         its lease lapses and a worker takes it up again from its checkpoint."""
-        self.outage = True
         with contextlib.suppress(Exception):
             await settle_checkpointer(self.context.checkpointer)
         logger.warning(
@@ -270,7 +274,9 @@ class RunExecution:
         recorded step, and the charges of the steps after it (both are written idempotently)."""
         self.steps = int(state.values.get("run_steps", self.run.step_count))
         marker = (
-            f"{self.run.id}_s{self.run.step_count}" if self.run.step_count else f"{self.run.id}_in0"
+            step_message_id(self.run.id, self.run.step_count)
+            if self.run.step_count
+            else input_message_id(self.run.id, 0)
         )
         messages = state.messages
         start = next((i for i, m in enumerate(messages) if m.id == marker), None)
@@ -283,7 +289,7 @@ class RunExecution:
         unwritten = messages[start + 1 if self.run.step_count else start :]
         self._buffer(unwritten)
         for message in unwritten:
-            step = _step_of(message, self.run.id)
+            step = step_of_message(self.run.id, message.id)
             if isinstance(message, AIMessage) and step is not None:
                 self._charge(message, step)
 
@@ -384,12 +390,3 @@ class RunExecution:
             logger.info("run %s was no longer worker %s's to settle", self.run.id, self.worker)
             return
         await asyncio.shield(prune_checkpoints(self.context.checkpointer, self.thread_key))
-
-
-def _step_of(message: BaseMessage, run_id: str) -> int | None:
-    """The step whose model call wrote `message`, from its id (`<run id>_s<step>`)."""
-    prefix = f"{run_id}_s"
-    if not message.id or not message.id.startswith(prefix):
-        return None
-    step = message.id.removeprefix(prefix)
-    return int(step) if step.isdigit() else None

@@ -112,16 +112,6 @@ class RunMachine:
             values["step_count"] = step_count
         return StatusChange({RunStatus.RUNNING}, RunStatus.FAILED, values)
 
-    async def _apply(self, run: RunRecord, worker: str, change: StatusChange) -> RunRecord | None:
-        return await self._move(
-            run.id, change.sources, change.target, change.values, RunGuard(held_by=worker)
-        )
-
-    async def pause(
-        self, run: RunRecord, worker: str, pending: list[dict[str, str]], step_count: int
-    ) -> RunRecord | None:
-        return await self._apply(run, worker, self.pausing(run, pending, step_count))
-
     async def record_step(self, step: StepWrite, rules: PriceRules) -> bool:
         """A step's effects in one transaction (`store.steps.record_step`); False when the run
         is no longer the worker's. Wakes the run's watchers when its status changed."""
@@ -159,7 +149,9 @@ class RunMachine:
     async def succeed(
         self, run: RunRecord, worker: str, output: str, step_count: int
     ) -> RunRecord | None:
-        return await self._apply(run, worker, self.succeeding(output, step_count))
+        change = self.succeeding(output, step_count)
+        guard = RunGuard(held_by=worker)
+        return await self._move(run.id, change.sources, change.target, change.values, guard)
 
     async def fail(
         self,
