@@ -153,6 +153,20 @@ def check_ledger(
         assert sums[run_id] == costs[run_id], run_id
 
 
+def check_runs_and_ledger(connection: Any) -> None:
+    """Every run succeeded, and `check_ledger` holds (a DB-API connection to either database)."""
+    rows = connection.execute(
+        "SELECT run_id, step, cost_rupiah FROM usage_charges WHERE run_id IS NOT NULL"
+    ).fetchall()
+    runs = connection.execute("SELECT id, status, cost_rupiah, step_count FROM runs").fetchall()
+    assert {status for _, status, _, _ in runs} == {"succeeded"}
+    check_ledger(
+        rows,
+        {run_id: Decimal(cost) for run_id, _, cost, _ in runs},
+        {run_id: steps for run_id, _, _, steps in runs},
+    )
+
+
 # --- PostgreSQL ------------------------------------------------------------------------------
 
 
@@ -214,16 +228,7 @@ def test_runs_survive_a_ten_second_postgresql_outage(
         assert run["error"] is None, run
 
     with psycopg.connect(url) as connection:
-        rows = connection.execute(
-            "SELECT run_id, step, cost_rupiah FROM usage_charges WHERE run_id IS NOT NULL"
-        ).fetchall()
-        runs = connection.execute("SELECT id, status, cost_rupiah, step_count FROM runs").fetchall()
-    assert {status for _, status, _, _ in runs} == {"succeeded"}
-    check_ledger(
-        rows,
-        {run_id: Decimal(cost) for run_id, _, cost, _ in runs},
-        {run_id: steps for run_id, _, _, steps in runs},
-    )
+        check_runs_and_ledger(connection)
 
 
 # --- SQLite ----------------------------------------------------------------------------------
@@ -269,13 +274,4 @@ def test_runs_survive_a_locked_sqlite_database(
     assert recovered < RECOVERY_SECONDS
 
     with sqlite3.connect(tmp_path / "juru.db") as connection:
-        rows = connection.execute(
-            "SELECT run_id, step, cost_rupiah FROM usage_charges WHERE run_id IS NOT NULL"
-        ).fetchall()
-        runs = connection.execute("SELECT id, status, cost_rupiah, step_count FROM runs").fetchall()
-    assert {status for _, status, _, _ in runs} == {"succeeded"}
-    check_ledger(
-        rows,
-        {run_id: Decimal(cost) for run_id, _, cost, _ in runs},
-        {run_id: steps for run_id, _, _, steps in runs},
-    )
+        check_runs_and_ledger(connection)
