@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import Engine, event
 
 from tests.support.hosted import HostedHarness, api_error
 from tests.support.server import run_juru
@@ -23,12 +23,12 @@ def key_lookups(hosted: HostedHarness) -> Iterator[list[str]]:
         if "api_keys" in statement:
             seen.append(statement)
 
-    engine = hosted.context.engine.engine.sync_engine
-    event.listen(engine, "before_cursor_execute", count)
+    # Every engine in the process: on SQLite reads run on the reader threads' own.
+    event.listen(Engine, "before_cursor_execute", count)
     try:
         yield seen
     finally:
-        event.remove(engine, "before_cursor_execute", count)
+        event.remove(Engine, "before_cursor_execute", count)
 
 
 async def test_repeated_requests_look_the_key_up_once_per_period(hosted: HostedHarness) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from sqlalchemy import event, text, update
+from sqlalchemy import Engine, event, text, update
 from sqlalchemy.exc import IntegrityError
 
 from juru.core.states import RunStatus
@@ -456,12 +456,12 @@ class TestLargeInputs:
         size = 3 * INPUT_WRITE_CHUNK + 7
         messages = [{"role": "user", "content": f"message {i}"} for i in range(size)]
         run = (await hosted.start_run(thread["id"], messages)).json()
-        engine = hosted.context.engine.engine.sync_engine
-        event.listen(engine, "before_cursor_execute", count)
+        # Every engine: on SQLite the writes run on the writer thread's own.
+        event.listen(Engine, "before_cursor_execute", count)
         try:
             await hosted.work()
         finally:
-            event.remove(engine, "before_cursor_execute", count)
+            event.remove(Engine, "before_cursor_execute", count)
         assert (await hosted.get_run(run["id"]))["status"] == "succeeded"
         # Written ahead in chunks (each its own transaction), then the step's own write.
         assert max(rows_per_statement) == INPUT_WRITE_CHUNK

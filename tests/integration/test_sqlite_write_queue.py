@@ -5,15 +5,17 @@ locked."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import os
 import subprocess
 import sys
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import func, insert, select, text
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Connection, func, insert, select, text
 
 from juru.store import checkpointer as checkpointer_module
 from juru.store import database as database_module
@@ -111,12 +113,56 @@ async def test_a_write_begins_immediate(tmp_path: Path) -> None:
     engine = open_database(database)
     try:
         # A transaction begun IMMEDIATE holds the write lock before its first statement.
-        async def probe(connection: AsyncConnection) -> bool:
-            raw: Any = await connection.get_raw_connection()
-            return bool(raw.driver_connection._conn.in_transaction)
+        def probe(connection: Connection) -> bool:
+            raw: Any = connection.connection.driver_connection
+            return bool(raw.in_transaction)
 
         assert await write(engine, probe)
         async with engine.connect() as connection:
             assert await connection.scalar(text("SELECT 1")) == 1
     finally:
+        await engine.dispose()
+
+
+async def test_a_write_holds_the_lock_without_the_event_loop(tmp_path: Path) -> None:
+    """The store's write runs whole in the writer thread: it takes the file's write lock,
+    commits and gives the lock back while the event loop is not running at all."""
+    database = DatabaseUrl.parse(f"sqlite:///{tmp_path}/juru.db")
+    upgrade_to_head(database)
+    engine = open_database(database)
+    assert engine.writer is not None
+    lock_file = os.open(engine.writer.lock_path, os.O_RDWR | os.O_CREAT)
+    started, taken = threading.Event(), threading.Event()
+    threads: list[str] = []
+
+    def work(connection: Connection) -> None:
+        threads.append(threading.current_thread().name)
+        started.set()
+        now = datetime.now(UTC)
+        connection.execute(
+            insert(playground_threads).values(
+                thread_id="t", feature="f", created_at=now, updated_at=now
+            )
+        )
+
+    def take_lock() -> None:
+        # Another writer's lock: granted only once the write has given the file back.
+        fcntl.flock(lock_file, fcntl.LOCK_EX)
+        taken.set()
+
+    try:
+        pending = asyncio.ensure_future(write(engine, work))
+        while not started.is_set():
+            await asyncio.sleep(0)  # turns of the loop until the writer has the write
+        other = threading.Thread(target=take_lock)
+        other.start()
+        # The loop is blocked here; the write must still finish and free the lock.
+        assert taken.wait(timeout=30), "the write kept the lock until the loop ran again"
+        other.join()
+        fcntl.flock(lock_file, fcntl.LOCK_UN)
+        await pending
+        assert threads and threads[0].startswith("juru-sqlite-writer")
+        assert await engine.scalar(select(func.count()).select_from(playground_threads)) == 1
+    finally:
+        os.close(lock_file)
         await engine.dispose()

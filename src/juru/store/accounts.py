@@ -6,8 +6,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Connection, bindparam, func, insert, select, update
 
 from juru.core.ids import new_id
 from juru.core.keys import NewKey
@@ -33,45 +32,46 @@ async def create_account(
         "created_at": now,
     }
 
-    async def insert_unless_taken(connection: AsyncConnection) -> None:
-        taken = await connection.scalar(select(accounts.c.id).where(accounts.c.name == name))
+    def insert_unless_taken(connection: Connection) -> None:
+        taken = connection.scalar(select(accounts.c.id).where(accounts.c.name == name))
         if taken is not None:
             raise AccountExistsError(f"an account named {name!r} exists already")
-        await connection.execute(insert(accounts).values(values))
+        connection.execute(insert(accounts).values(values))
 
     await write(engine, insert_unless_taken)
     return AccountRecord(**values)  # type: ignore[arg-type]
 
 
 async def count_accounts(engine: Database) -> int:
-    async with engine.connect() as connection:
-        return int(await connection.scalar(select(func.count()).select_from(accounts)) or 0)
+    return int(await engine.scalar(select(func.count()).select_from(accounts)) or 0)
 
 
 async def account_named(engine: Database, name: str) -> AccountRecord | None:
-    async with engine.connect() as connection:
-        row = (await connection.execute(select(accounts).where(accounts.c.name == name))).first()
-    return None if row is None else AccountRecord.from_row(row._mapping)
+    row = await engine.first_row(select(accounts).where(accounts.c.name == name))
+    return None if row is None else AccountRecord.from_row(row)
+
+
+_BALANCE = select(accounts.c.balance_rupiah).where(accounts.c.id == bindparam("account_id"))
 
 
 async def balance_of(engine: Database, account_id: str) -> Decimal:
-    async with engine.connect() as connection:
-        balance = await connection.scalar(
-            select(accounts.c.balance_rupiah).where(accounts.c.id == account_id)
-        )
-    return Decimal(0) if balance is None else Decimal(balance)
+    def read(connection: Connection) -> Decimal:
+        balance = connection.scalar(_BALANCE, {"account_id": account_id})
+        return Decimal(0) if balance is None else Decimal(balance)
+
+    return await engine.read(read)
 
 
 async def top_up(engine: Database, name: str, amount: Decimal) -> AccountRecord | None:
     """Add `amount` to the named account's balance atomically (None: no such account)."""
 
-    async def add(connection: AsyncConnection) -> Any:
-        await connection.execute(
+    def add(connection: Connection) -> Any:
+        connection.execute(
             update(accounts)
             .where(accounts.c.name == name)
             .values(balance_rupiah=accounts.c.balance_rupiah + amount)
         )
-        return (await connection.execute(select(accounts).where(accounts.c.name == name))).first()
+        return connection.execute(select(accounts).where(accounts.c.name == name)).first()
 
     row = await write(engine, add)
     return None if row is None else AccountRecord.from_row(row._mapping)
@@ -87,16 +87,21 @@ async def insert_api_key(engine: Database, account_id: str, key: NewKey, now: da
     return key_id
 
 
+_ACCOUNT_OF_KEY = (
+    select(accounts.c.id, accounts.c.tier)
+    .join(api_keys, api_keys.c.account_id == accounts.c.id)
+    .where(api_keys.c.key_hash == bindparam("key_hash"), api_keys.c.revoked_at.is_(None))
+)
+
+
 async def account_of_key(engine: Database, key_hash: str) -> tuple[str, str] | None:
     """The account id and tier behind a live (not revoked) key with this hash."""
-    query = (
-        select(accounts.c.id, accounts.c.tier)
-        .join(api_keys, api_keys.c.account_id == accounts.c.id)
-        .where(api_keys.c.key_hash == key_hash, api_keys.c.revoked_at.is_(None))
-    )
-    async with engine.connect() as connection:
-        row = (await connection.execute(query)).first()
-    return None if row is None else (str(row.id), str(row.tier))
+
+    def read(connection: Connection) -> tuple[str, str] | None:
+        row = connection.execute(_ACCOUNT_OF_KEY, {"key_hash": key_hash}).first()
+        return None if row is None else (str(row.id), str(row.tier))
+
+    return await engine.read(read)
 
 
 async def revoke_api_key(engine: Database, prefix: str, now: datetime) -> bool:

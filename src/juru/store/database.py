@@ -1,26 +1,31 @@
 """`Database`: the store's handle on one database, the only one the rest of Juru holds.
 
-It owns the async SQLAlchemy engine every store query runs on, the SQLite write queue and the
-write transactions in progress; nothing outside `juru.store` touches the engine itself.
+It owns the async SQLAlchemy engine the store's reads (and, on PostgreSQL, its writes) run on,
+on SQLite the writer thread that runs the store's writes and the write queue the checkpointer
+waits in, and the write transactions in progress; nothing outside `juru.store` touches them.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import Table, event, text
+from sqlalchemy import Connection, Engine, Executable, RowMapping, Table, create_engine, event, text
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from juru.store.urls import DatabaseUrl
-from juru.store.write_queue import SqliteWriteQueue
+from juru.store.write_queue import SqliteWriteQueue, SqliteWriter
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+# Threads (each with its connection) that SQLite reads run in, per process.
+SQLITE_READERS = 4
+T = TypeVar("T")
 
 
 def dialect_insert(dialect_name: str, table: Table) -> Any:
@@ -28,11 +33,39 @@ def dialect_insert(dialect_name: str, table: Table) -> Any:
     return (sqlite_insert if dialect_name == "sqlite" else postgresql_insert)(table)
 
 
-class Database:
-    """One database: its engine, its write queue (SQLite) and its writes in progress."""
+class SqliteReader:
+    """Reads of a SQLite file, each run whole in one of a few threads with connections of
+    their own: one hop off the event loop per read, not one per driver call."""
 
-    def __init__(self, engine: AsyncEngine, write_queue: SqliteWriteQueue | None = None) -> None:
+    def __init__(self, engine: Engine, threads: int = SQLITE_READERS) -> None:
         self.engine = engine
+        self._threads = ThreadPoolExecutor(threads, thread_name_prefix="juru-sqlite-reader")
+
+    async def run(self, work: Callable[[Connection], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._threads, self._read, work)
+
+    def _read(self, work: Callable[[Connection], T]) -> T:
+        with self.engine.connect() as connection:
+            return work(connection)
+
+    def dispose(self) -> None:
+        self._threads.shutdown(wait=True)
+        self.engine.dispose()
+
+
+class Database:
+    """One database: its engine, its writer and write queue (SQLite) and its writes in progress."""
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        writer: SqliteWriter | None = None,
+        write_queue: SqliteWriteQueue | None = None,
+        reader: SqliteReader | None = None,
+    ) -> None:
+        self.engine = engine
+        self.writer = writer
+        self.reader = reader
         self.write_queue = write_queue
         # Write transactions in progress: shutdown waits for those their cancelled callers left.
         self.writes_in_flight: set[asyncio.Future[Any]] = set()
@@ -45,10 +78,39 @@ class Database:
         """A connection for reads (writes go through `store.transactions.write`)."""
         return self.engine.connect()
 
+    async def read(self, work: Callable[[Connection], T]) -> T:
+        """Run the read `work` on a connection of its own (writes go through
+        `store.transactions.write`): on SQLite in a reader thread, on PostgreSQL on the async
+        engine."""
+        if self.reader is not None:
+            return await self.reader.run(work)
+        async with self.engine.connect() as connection:
+            return await connection.run_sync(work)
+
+    async def first_row(
+        self, query: Executable, parameters: dict[str, Any] | None = None
+    ) -> RowMapping | None:
+        """The first row of a read, or None."""
+        return await self.read(lambda c: c.execute(query, parameters).mappings().first())
+
+    async def rows(
+        self, query: Executable, parameters: dict[str, Any] | None = None
+    ) -> list[RowMapping]:
+        """Every row of a read."""
+        return await self.read(lambda c: list(c.execute(query, parameters).mappings()))
+
+    async def scalar(self, query: Executable, parameters: dict[str, Any] | None = None) -> Any:
+        """The first column of the first row of a read (None when there is no row)."""
+        return await self.read(lambda c: c.scalar(query, parameters))
+
     def begin(self) -> AbstractAsyncContextManager[AsyncConnection]:
         return self.engine.begin()
 
     async def dispose(self) -> None:
+        if self.writer is not None:
+            await self.writer.dispose()
+        if self.reader is not None:
+            await asyncio.to_thread(self.reader.dispose)
         await self.engine.dispose()
 
 
@@ -67,21 +129,35 @@ def _sqlite_tuning(busy_timeout_ms: int) -> Callable[[Any, Any], None]:
 
 def open_database(database: DatabaseUrl, busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS) -> Database:
     """An async engine for `database`; on SQLite tuned for concurrent access (a write waits up
-    to `busy_timeout_ms` for a lock held outside Juru's write queue), with the write queue that
-    `store.transactions.write` uses."""
+    to `busy_timeout_ms` for a lock held outside Juru's write queue), with the writer thread
+    that `store.transactions.write` uses and the write queue for the checkpointer."""
     database.ensure_directory()
     if database.is_sqlite:
+        tuning = _sqlite_tuning(busy_timeout_ms)
         engine = create_async_engine(database.async_url())
-        event.listen(engine.sync_engine, "connect", _sqlite_tuning(busy_timeout_ms))
-        return Database(engine, SqliteWriteQueue(database.sqlite_path))
+        event.listen(engine.sync_engine, "connect", tuning)
+        writer_engine = create_engine(database.sync_url())
+        # A reader's connection may serve any of the reader threads (one at a time).
+        reader_engine = create_engine(
+            database.sync_url(),
+            connect_args={"check_same_thread": False},
+            pool_size=SQLITE_READERS,
+        )
+        for sync_engine in (writer_engine, reader_engine):
+            event.listen(sync_engine, "connect", tuning)
+        return Database(
+            engine,
+            SqliteWriter(writer_engine, database.sqlite_path),
+            SqliteWriteQueue(database.sqlite_path),
+            SqliteReader(reader_engine),
+        )
     return Database(create_async_engine(database.async_url(), pool_pre_ping=True))
 
 
 async def database_answers(engine: Database) -> str | None:
     """None when the database answers a trivial query, else what went wrong."""
     try:
-        async with engine.connect() as connection:
-            await connection.execute(text("SELECT 1"))
+        await engine.scalar(text("SELECT 1"))
     except (SQLAlchemyError, OSError) as error:
         return str(error)
     return None

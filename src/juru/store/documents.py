@@ -10,8 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, insert, select, text
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Connection, delete, insert, select, text
 
 from juru.store.database import Database
 from juru.store.hosted import page_of
@@ -37,9 +36,9 @@ async def insert_document(
 ) -> DocumentRecord:
     """Store a document and its chunks in one transaction (the search index follows)."""
 
-    async def add(connection: AsyncConnection) -> None:
-        await connection.execute(insert(documents).values(values))
-        await connection.execute(
+    def add(connection: Connection) -> None:
+        connection.execute(insert(documents).values(values))
+        connection.execute(
             insert(document_chunks),
             [
                 {
@@ -64,8 +63,7 @@ async def get_document(
     query = select(documents).where(
         documents.c.id == document_id, documents.c.account_id == account_id
     )
-    async with engine.connect() as connection:
-        row = (await connection.execute(query)).mappings().first()
+    row = await engine.first_row(query)
     return DocumentRecord.from_row(row) if row is not None else None
 
 
@@ -73,16 +71,15 @@ async def list_documents(
     engine: Database, account_id: str, page: PageRequest
 ) -> Page[DocumentRecord]:
     query = select(documents).where(documents.c.account_id == account_id)
-    async with engine.connect() as connection:
-        rows = await page_of(connection, documents, query, page)
+    rows = await engine.read(lambda connection: page_of(connection, documents, query, page))
     return Page([DocumentRecord.from_row(row) for row in rows.items], rows.has_more)
 
 
 async def delete_document(engine: Database, account_id: str, document_id: str) -> bool:
     """Delete the account's document with its chunks; False when there was none."""
 
-    async def remove(connection: AsyncConnection) -> bool:
-        owned = await connection.scalar(
+    def remove(connection: Connection) -> bool:
+        owned = connection.scalar(
             select(documents.c.id).where(
                 documents.c.id == document_id, documents.c.account_id == account_id
             )
@@ -90,10 +87,10 @@ async def delete_document(engine: Database, account_id: str, document_id: str) -
         if owned is None:
             return False
         # Chunks first and explicitly: the FTS5 delete trigger must see every row go.
-        await connection.execute(
+        connection.execute(
             delete(document_chunks).where(document_chunks.c.document_id == document_id)
         )
-        await connection.execute(delete(documents).where(documents.c.id == document_id))
+        connection.execute(delete(documents).where(documents.c.id == document_id))
         return True
 
     return await write(engine, remove)
@@ -139,15 +136,13 @@ async def search_chunks(
     statement = _SQLITE_SEARCH if sqlite else _POSTGRES_SEARCH
     match = _sqlite_match(terms) if sqlite else _postgres_query(terms)
     params = {"match": match, "account_id": account_id, "limit": limit}
-    async with engine.connect() as connection:
-        rows = (await connection.execute(statement, params)).all()
     return [
         ChunkHit(
-            document_id=row.document_id,
-            title=row.title,
-            position=int(row.position),
-            content=row.content,
-            score=float(row.score),
+            document_id=row["document_id"],
+            title=row["title"],
+            position=int(row["position"]),
+            content=row["content"],
+            score=float(row["score"]),
         )
-        for row in rows
+        for row in await engine.rows(statement, params)
     ]

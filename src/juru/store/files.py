@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import Connection, insert, select
 
 from juru.store.database import Database
 from juru.store.records import FileRecord
@@ -13,8 +13,8 @@ from juru.store.transactions import write
 
 
 async def insert_file(engine: Database, values: dict[str, Any]) -> FileRecord:
-    async def add(connection: Any) -> None:
-        await connection.execute(insert(files).values(values))
+    def add(connection: Connection) -> None:
+        connection.execute(insert(files).values(values))
 
     await write(engine, add)
     found = await get_file(engine, values["account_id"], values["id"])
@@ -25,6 +25,5 @@ async def insert_file(engine: Database, values: dict[str, Any]) -> FileRecord:
 async def get_file(engine: Database, account_id: str, file_id: str) -> FileRecord | None:
     """The account's file, or None (another account's file is as absent as a missing one)."""
     query = select(files).where(files.c.id == file_id, files.c.account_id == account_id)
-    async with engine.connect() as connection:
-        row = (await connection.execute(query)).mappings().first()
+    row = await engine.first_row(query)
     return FileRecord.from_row(row) if row is not None else None

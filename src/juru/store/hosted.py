@@ -4,8 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, Table, and_, delete, insert, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Select,
+    Table,
+    and_,
+    bindparam,
+    delete,
+    insert,
+    select,
+    update,
+)
 
 from juru.store.database import Database
 from juru.store.pages import Page, PageRequest
@@ -14,8 +24,8 @@ from juru.store.tables import accounts, agents, threads
 from juru.store.transactions import write
 
 
-async def page_of(
-    connection: AsyncConnection,
+def page_of(
+    connection: Connection,
     table: Table,
     query: Select[Any],
     page: PageRequest,
@@ -28,14 +38,14 @@ async def page_of(
         )
         query = query.where(cursor)
     order = id_column.desc() if page.descending else id_column.asc()
-    rows = (await connection.execute(query.order_by(order).limit(page.limit + 1))).all()
+    rows = connection.execute(query.order_by(order).limit(page.limit + 1)).all()
     return Page(items=[row._mapping for row in rows[: page.limit]], has_more=len(rows) > page.limit)
 
 
 async def insert_agent(engine: Database, values: dict[str, Any]) -> AgentRecord:
-    async def insert_and_read(connection: AsyncConnection) -> AgentRecord | None:
-        await connection.execute(insert(agents).values(values))
-        return await _agent_where(connection, agents.c.id == values["id"])
+    def insert_and_read(connection: Connection) -> AgentRecord | None:
+        connection.execute(insert(agents).values(values))
+        return _agent_read(connection, agents.c.id == values["id"])
 
     agent = await write(engine, insert_and_read)
     assert agent is not None
@@ -46,39 +56,42 @@ def _owned_agent(account_id: str, agent_id: str) -> ColumnElement[bool]:
     return and_(agents.c.id == agent_id, agents.c.account_id == account_id)
 
 
-async def _agent_where(
-    connection: AsyncConnection, condition: ColumnElement[bool]
-) -> AgentRecord | None:
-    row = (await connection.execute(select(agents).where(condition))).first()
+def _agent_read(connection: Connection, condition: ColumnElement[bool]) -> AgentRecord | None:
+    row = connection.execute(select(agents).where(condition)).first()
     return None if row is None else AgentRecord.from_row(row._mapping)
 
 
 async def get_agent(engine: Database, account_id: str, agent_id: str) -> AgentRecord | None:
-    async with engine.connect() as connection:
-        return await _agent_where(connection, _owned_agent(account_id, agent_id))
+    return await engine.read(lambda c: _agent_read(c, _owned_agent(account_id, agent_id)))
+
+
+# Every claimed run reads its agent: built once.
+_AGENT_AND_TIER = (
+    select(agents, accounts.c.tier.label("account_tier"))
+    .join(accounts, accounts.c.id == agents.c.account_id)
+    .where(agents.c.id == bindparam("agent_id"), agents.c.account_id == bindparam("account_id"))
+)
 
 
 async def agent_and_tier(
     engine: Database, account_id: str, agent_id: str
 ) -> tuple[AgentRecord, str] | None:
     """The agent a run executes, with its account's tier (what its charges are priced by)."""
-    query = (
-        select(agents, accounts.c.tier.label("account_tier"))
-        .join(accounts, accounts.c.id == agents.c.account_id)
-        .where(_owned_agent(account_id, agent_id))
-    )
-    async with engine.connect() as connection:
-        row = (await connection.execute(query)).first()
-    if row is None:
-        return None
-    return AgentRecord.from_row(row._mapping), str(row.account_tier)
+
+    def read(connection: Connection) -> tuple[AgentRecord, str] | None:
+        row = connection.execute(
+            _AGENT_AND_TIER, {"account_id": account_id, "agent_id": agent_id}
+        ).first()
+        if row is None:
+            return None
+        return AgentRecord.from_row(row._mapping), str(row.account_tier)
+
+    return await engine.read(read)
 
 
 async def list_agents(engine: Database, account_id: str, page: PageRequest) -> Page[AgentRecord]:
-    async with engine.connect() as connection:
-        rows = await page_of(
-            connection, agents, select(agents).where(agents.c.account_id == account_id), page
-        )
+    query = select(agents).where(agents.c.account_id == account_id)
+    rows = await engine.read(lambda connection: page_of(connection, agents, query, page))
     return Page([AgentRecord.from_row(row) for row in rows.items], rows.has_more)
 
 
@@ -87,9 +100,9 @@ async def update_agent(
 ) -> AgentRecord | None:
     condition = _owned_agent(account_id, agent_id)
 
-    async def update_and_read(connection: AsyncConnection) -> AgentRecord | None:
-        await connection.execute(update(agents).where(condition).values(values))
-        return await _agent_where(connection, condition)
+    def update_and_read(connection: Connection) -> AgentRecord | None:
+        connection.execute(update(agents).where(condition).values(values))
+        return _agent_read(connection, condition)
 
     return await write(engine, update_and_read)
 
@@ -97,39 +110,34 @@ async def update_agent(
 async def delete_agent(engine: Database, account_id: str, agent_id: str) -> list[str]:
     """Delete the agent with its threads, runs and transcripts; return the thread ids."""
 
-    async def delete_with_threads(connection: AsyncConnection) -> list[str]:
+    def delete_with_threads(connection: Connection) -> list[str]:
         thread_ids = list(
-            (
-                await connection.execute(
-                    select(threads.c.id).where(
-                        threads.c.agent_id == agent_id, threads.c.account_id == account_id
-                    )
+            connection.execute(
+                select(threads.c.id).where(
+                    threads.c.agent_id == agent_id, threads.c.account_id == account_id
                 )
             ).scalars()
         )
-        await connection.execute(delete(agents).where(_owned_agent(account_id, agent_id)))
+        connection.execute(delete(agents).where(_owned_agent(account_id, agent_id)))
         return thread_ids
 
     return await write(engine, delete_with_threads)
 
 
 async def insert_thread(engine: Database, values: dict[str, Any]) -> ThreadRecord:
-    async def insert_and_read(connection: AsyncConnection) -> Any:
-        await connection.execute(insert(threads).values(values))
-        return (await connection.execute(select(threads).where(threads.c.id == values["id"]))).one()
+    def insert_and_read(connection: Connection) -> Any:
+        connection.execute(insert(threads).values(values))
+        return connection.execute(select(threads).where(threads.c.id == values["id"])).one()
 
     row = await write(engine, insert_and_read)
     return ThreadRecord.from_row(row._mapping)
 
 
 async def get_thread(engine: Database, account_id: str, thread_id: str) -> ThreadRecord | None:
-    async with engine.connect() as connection:
-        row = (
-            await connection.execute(
-                select(threads).where(threads.c.id == thread_id, threads.c.account_id == account_id)
-            )
-        ).first()
-    return None if row is None else ThreadRecord.from_row(row._mapping)
+    row = await engine.first_row(
+        select(threads).where(threads.c.id == thread_id, threads.c.account_id == account_id)
+    )
+    return None if row is None else ThreadRecord.from_row(row)
 
 
 async def list_threads(
@@ -138,6 +146,5 @@ async def list_threads(
     query = select(threads).where(
         threads.c.account_id == account_id, threads.c.agent_id == agent_id
     )
-    async with engine.connect() as connection:
-        rows = await page_of(connection, threads, query, page)
+    rows = await engine.read(lambda connection: page_of(connection, threads, query, page))
     return Page([ThreadRecord.from_row(row) for row in rows.items], rows.has_more)

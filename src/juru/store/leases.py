@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Connection, update
 
 from juru.core.states import RunStatus
 from juru.store.database import Database
@@ -28,7 +27,7 @@ async def release_leases_of(engine: Database, owner_prefix: str, now: datetime) 
         .returning(runs.c.id)
     )
 
-    async def release(connection: AsyncConnection) -> list[str]:
-        return [str(run_id) for run_id in (await connection.execute(statement)).scalars()]
+    def release(connection: Connection) -> list[str]:
+        return [str(run_id) for run_id in connection.execute(statement).scalars()]
 
     return await write(engine, release)

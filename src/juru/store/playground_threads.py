@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Connection, select, update
 
 from juru.store.database import Database, dialect_insert
 from juru.store.tables import playground_threads
@@ -22,13 +21,13 @@ async def claim_playground_thread(
         .on_conflict_do_nothing(index_elements=["thread_id"])
     )
 
-    async def claim(connection: AsyncConnection) -> object:
-        await connection.execute(statement)
-        owner = await connection.scalar(
+    def claim(connection: Connection) -> object:
+        connection.execute(statement)
+        owner = connection.scalar(
             select(playground_threads.c.feature).where(playground_threads.c.thread_id == thread_id)
         )
         if owner == feature:
-            await connection.execute(
+            connection.execute(
                 update(playground_threads)
                 .where(playground_threads.c.thread_id == thread_id)
                 .values(updated_at=now)
@@ -42,8 +41,7 @@ async def claim_playground_thread(
 
 async def playground_thread_feature(engine: Database, thread_id: str) -> str | None:
     """The feature a playground thread belongs to, or None if it was never used."""
-    async with engine.connect() as connection:
-        owner = await connection.scalar(
-            select(playground_threads.c.feature).where(playground_threads.c.thread_id == thread_id)
-        )
+    owner = await engine.scalar(
+        select(playground_threads.c.feature).where(playground_threads.c.thread_id == thread_id)
+    )
     return None if owner is None else str(owner)

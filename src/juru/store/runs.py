@@ -10,9 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, insert, or_, select, update
+from sqlalchemy import Connection, and_, bindparam, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from juru.core.states import RunStatus, check_transition
 from juru.store.database import Database
@@ -27,35 +26,44 @@ class ThreadBusyError(RuntimeError):
     """The thread already has a queued, running or waiting run."""
 
 
-async def _select_run(engine: Database, *conditions: Any) -> RunRecord | None:
-    async with engine.connect() as connection:
-        row = (await connection.execute(select(runs).where(*conditions))).first()
-    return None if row is None else RunRecord.from_row(row._mapping)
+# The reads every poll and every step make, built once (their cache keys are computed once).
+_RUN = select(runs).where(runs.c.id == bindparam("run_id"))
+_ACCOUNTS_RUN = _RUN.where(runs.c.account_id == bindparam("account_id"))
+_RUN_BY_KEY = select(runs).where(
+    runs.c.thread_id == bindparam("thread_id"), runs.c.idempotency_key == bindparam("key")
+)
+
+
+async def _select_run(engine: Database, query: Any, parameters: dict[str, str]) -> RunRecord | None:
+    def read(connection: Connection) -> RunRecord | None:
+        row = connection.execute(query, parameters).first()
+        return None if row is None else RunRecord.from_row(row._mapping)
+
+    return await engine.read(read)
 
 
 async def get_run(engine: Database, run_id: str, account_id: str | None = None) -> RunRecord | None:
     """The run, if it exists (and belongs to `account_id` when one is given)."""
-    conditions = [runs.c.id == run_id]
-    if account_id is not None:
-        conditions.append(runs.c.account_id == account_id)
-    return await _select_run(engine, *conditions)
+    if account_id is None:
+        return await _select_run(engine, _RUN, {"run_id": run_id})
+    return await _select_run(engine, _ACCOUNTS_RUN, {"run_id": run_id, "account_id": account_id})
 
 
 async def find_by_idempotency_key(engine: Database, thread_id: str, key: str) -> RunRecord | None:
-    return await _select_run(engine, runs.c.thread_id == thread_id, runs.c.idempotency_key == key)
+    return await _select_run(engine, _RUN_BY_KEY, {"thread_id": thread_id, "key": key})
 
 
 async def _returning_run(engine: Database, statement: Any) -> RunRecord | None:
-    async def execute(connection: AsyncConnection) -> Any:
-        return (await connection.execute(statement)).first()
+    def execute(connection: Connection) -> Any:
+        return connection.execute(statement).first()
 
     row = await write(engine, execute)
     return None if row is None else RunRecord.from_row(row._mapping)
 
 
 async def _changed_a_row(engine: Database, statement: Any) -> bool:
-    async def execute(connection: AsyncConnection) -> int:
-        return (await connection.execute(statement)).rowcount
+    def execute(connection: Connection) -> int:
+        return connection.execute(statement).rowcount
 
     return bool(await write(engine, execute))
 
@@ -87,8 +95,7 @@ async def list_runs(
     engine: Database, account_id: str, thread_id: str, page: PageRequest
 ) -> Page[RunRecord]:
     query = select(runs).where(runs.c.account_id == account_id, runs.c.thread_id == thread_id)
-    async with engine.connect() as connection:
-        rows = await page_of(connection, runs, query, page)
+    rows = await engine.read(lambda connection: page_of(connection, runs, query, page))
     return Page([RunRecord.from_row(row) for row in rows.items], rows.has_more)
 
 
@@ -181,8 +188,8 @@ async def claim_runs(
         .returning(*runs.c)
     )
 
-    async def execute(connection: AsyncConnection) -> list[RunRecord]:
-        rows = (await connection.execute(statement)).all()
+    def execute(connection: Connection) -> list[RunRecord]:
+        rows = connection.execute(statement).all()
         return sorted((RunRecord.from_row(row._mapping) for row in rows), key=lambda r: r.id)
 
     return await write(engine, execute)
@@ -216,10 +223,5 @@ async def overdue_runs(
         runs.c.status.in_([RunStatus.QUEUED.value, RunStatus.RUNNING.value]),
         runs.c.deadline_at < now,
     )
-    async with engine.connect() as connection:
-        rows = (
-            await connection.execute(
-                select(runs).where(or_(waiting_too_long, over_deadline)).limit(limit)
-            )
-        ).all()
-    return [RunRecord.from_row(row._mapping) for row in rows]
+    query = select(runs).where(or_(waiting_too_long, over_deadline)).limit(limit)
+    return [RunRecord.from_row(row) for row in await engine.rows(query)]

@@ -48,13 +48,10 @@ async def insert_session(engine: Database, values: dict[str, Any]) -> bool:
 async def get_session(
     engine: Database, app_name: str, user_id: str, session_id: str
 ) -> RuntimeSessionRecord | None:
-    async with engine.connect() as connection:
-        row = (
-            await connection.execute(
-                select(runtime_sessions).where(_owned(app_name, user_id, session_id))
-            )
-        ).first()
-    return None if row is None else RuntimeSessionRecord.from_row(row._mapping)
+    row = await engine.first_row(
+        select(runtime_sessions).where(_owned(app_name, user_id, session_id))
+    )
+    return None if row is None else RuntimeSessionRecord.from_row(row)
 
 
 async def list_sessions(
@@ -66,9 +63,7 @@ async def list_sessions(
         .where(runtime_sessions.c.app_name == app_name, runtime_sessions.c.user_id == user_id)
         .order_by(runtime_sessions.c.created_at, runtime_sessions.c.id)
     )
-    async with engine.connect() as connection:
-        rows = (await connection.execute(query)).all()
-    return [RuntimeSessionRecord.from_row(row._mapping) for row in rows]
+    return [RuntimeSessionRecord.from_row(row) for row in await engine.rows(query)]
 
 
 async def touch_session(engine: Database, session_id: str, now: datetime) -> None:
@@ -87,6 +82,5 @@ async def delete_session(engine: Database, app_name: str, user_id: str, session_
 
 async def get_agent_by_id(engine: Database, agent_id: str) -> AgentRecord | None:
     """A hosted agent by id, whatever its account (the runtime serves one the operator names)."""
-    async with engine.connect() as connection:
-        row = (await connection.execute(select(agents).where(agents.c.id == agent_id))).first()
-    return None if row is None else AgentRecord.from_row(row._mapping)
+    row = await engine.first_row(select(agents).where(agents.c.id == agent_id))
+    return None if row is None else AgentRecord.from_row(row)

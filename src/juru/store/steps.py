@@ -14,8 +14,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Connection, update
 
 from juru.core.money import PriceRules
 from juru.core.states import RunStatus, check_transition
@@ -62,10 +61,10 @@ async def record_step(engine: Database, step: StepWrite, rules: PriceRules) -> b
         for source in step.status.sources:
             check_transition(source, step.status.target)
 
-    async def work(connection: AsyncConnection) -> None:
+    def work(connection: Connection) -> None:
         cost = Decimal(0)
         for charge in step.charges:
-            cost += await take_charge(connection, charge, rules, step.tier)
+            cost += take_charge(connection, charge, rules, step.tier)
         values: dict[str, Any] = {"updated_at": step.now}
         conditions = [runs.c.id == step.run_id, held_by(step.worker)]
         if cost:
@@ -75,10 +74,10 @@ async def record_step(engine: Database, step: StepWrite, rules: PriceRules) -> b
         if step.status is not None:
             values.update(step.status.values, status=step.status.target.value)
             conditions.append(runs.c.status.in_([s.value for s in step.status.sources]))
-        updated = await connection.execute(update(runs).where(*conditions).values(values))
+        updated = connection.execute(update(runs).where(*conditions).values(values))
         if not updated.rowcount:
             raise _LeaseLost
-        await append_transcript(connection, step.thread_id, step.run_id, step.messages, step.now)
+        append_transcript(connection, step.thread_id, step.run_id, step.messages, step.now)
 
     try:
         await write(engine, work)

@@ -4,34 +4,34 @@ Workers cancel a run's task to stop a model call at once (cancel, timeout, lost 
 transaction interrupted between its statement and its COMMIT would leave the connection holding
 locks, so every write runs in a task of its own that finishes even when its caller is cancelled.
 
-On SQLite a database has a write queue (`store.write_queue`): its writes then wait in the
-queue and begin with `BEGIN IMMEDIATE`, so none of them meets SQLite's busy handler.
+A write is a plain function of a (synchronous) connection. On SQLite it runs whole in the
+database's writer thread (`store.write_queue`), which queues the writes and begins each with
+`BEGIN IMMEDIATE`, so none of them meets SQLite's busy handler and none holds the file's lock
+across turns of the event loop. On PostgreSQL it runs on the async engine (`run_sync`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TypeVar
 
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Connection
 
 from juru.store.database import Database
 
 T = TypeVar("T")
 
 
-async def write(engine: Database, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+async def write(engine: Database, work: Callable[[Connection], T]) -> T:
     """Run `work` in one transaction, to its COMMIT or ROLLBACK, whatever happens to the caller."""
-    queue = engine.write_queue
+    writer = engine.writer
 
     async def transaction() -> T:
-        if queue is None:
-            async with engine.begin() as connection:
-                return await work(connection)
-        async with queue.hold(), engine.begin() as connection:
-            await connection.exec_driver_sql("BEGIN IMMEDIATE")
-            return await work(connection)
+        if writer is not None:
+            return await writer.run(work)
+        async with engine.begin() as connection:
+            return await connection.run_sync(work)
 
     task = asyncio.ensure_future(transaction())
     engine.writes_in_flight.add(task)

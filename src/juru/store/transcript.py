@@ -7,8 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, func, select
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Connection, bindparam, func, select
 
 from juru.store.database import Database, dialect_insert
 from juru.store.pages import Page
@@ -35,8 +34,8 @@ def transcript_upsert(dialect: str) -> Any:
     )
 
 
-async def append_transcript(
-    connection: AsyncConnection,
+def append_transcript(
+    connection: Connection,
     thread_id: str,
     run_id: str | None,
     messages: Sequence[dict[str, Any]],
@@ -55,7 +54,7 @@ async def append_transcript(
         }
         for message in messages
     ]
-    await connection.execute(transcript_upsert(connection.dialect.name), rows)
+    connection.execute(transcript_upsert(connection.dialect.name), rows)
 
 
 async def append_messages(
@@ -69,8 +68,8 @@ async def append_messages(
     if not messages:
         return
 
-    async def append(connection: AsyncConnection) -> None:
-        await append_transcript(connection, thread_id, run_id, messages, now)
+    def append(connection: Connection) -> None:
+        append_transcript(connection, thread_id, run_id, messages, now)
 
     await write(engine, append)
 
@@ -83,18 +82,16 @@ async def list_messages(
     if after is not None:
         query = query.where(thread_messages.c.position > after)
     query = query.order_by(thread_messages.c.position).limit(limit + 1)
-    async with engine.connect() as connection:
-        rows = (await connection.execute(query)).all()
-    items = [TranscriptMessage.from_row(row._mapping) for row in rows[:limit]]
+    rows = await engine.rows(query)
+    items = [TranscriptMessage.from_row(row) for row in rows[:limit]]
     return Page(items, has_more=len(rows) > limit)
 
 
 async def position_of(engine: Database, thread_id: str, message_id: str) -> int | None:
-    async with engine.connect() as connection:
-        position = await connection.scalar(
-            select(thread_messages.c.position).where(
-                thread_messages.c.thread_id == thread_id,
-                thread_messages.c.message_id == message_id,
-            )
+    position = await engine.scalar(
+        select(thread_messages.c.position).where(
+            thread_messages.c.thread_id == thread_id,
+            thread_messages.c.message_id == message_id,
         )
+    )
     return None if position is None else int(position)

@@ -7,8 +7,7 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Date, cast, func, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Connection, Date, cast, func, select, update
 
 from juru.core.ids import new_id
 from juru.core.money import PriceRules, to_micro
@@ -38,10 +37,8 @@ def month_start(moment: datetime) -> datetime:
     return moment.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
 
 
-async def monthly_list_spend(
-    connection: AsyncConnection, account_id: str, now: datetime
-) -> Decimal:
-    spent = await connection.scalar(
+def monthly_list_spend(connection: Connection, account_id: str, now: datetime) -> Decimal:
+    spent = connection.scalar(
         select(func.coalesce(func.sum(usage_charges.c.list_cost_rupiah), 0)).where(
             usage_charges.c.account_id == account_id,
             usage_charges.c.created_at >= month_start(now),
@@ -50,8 +47,8 @@ async def monthly_list_spend(
     return Decimal(spent or 0)
 
 
-async def take_charge(
-    connection: AsyncConnection,
+def take_charge(
+    connection: Connection,
     request: ChargeRequest,
     rules: PriceRules,
     tier: str | None = None,
@@ -62,15 +59,13 @@ async def take_charge(
     now, 0 for such a repeat."""
     if tier is None:
         tier = str(
-            await connection.scalar(
-                select(accounts.c.tier).where(accounts.c.id == request.account_id)
-            )
+            connection.scalar(select(accounts.c.tier).where(accounts.c.id == request.account_id))
         )
     spent = Decimal(0)
     if rules.uses_monthly_spend:
-        spent = await monthly_list_spend(connection, request.account_id, request.created_at)
+        spent = monthly_list_spend(connection, request.account_id, request.created_at)
     cost = rules.charge(request.list_cost, tier, spent)
-    inserted = await connection.execute(
+    inserted = connection.execute(
         dialect_insert(connection.dialect.name, usage_charges)
         .values(
             id=new_id("chg"),
@@ -91,7 +86,7 @@ async def take_charge(
     if not inserted.rowcount:
         return Decimal(0)
     if cost:
-        await connection.execute(
+        connection.execute(
             update(accounts)
             .where(accounts.c.id == request.account_id)
             .values(balance_rupiah=accounts.c.balance_rupiah - cost)
@@ -103,10 +98,10 @@ async def record_charge(engine: Database, request: ChargeRequest, rules: PriceRu
     """Take the charge (`take_charge`) and add it to its run's running total, in one
     transaction. Returns the cost taken."""
 
-    async def charge(connection: AsyncConnection) -> Decimal:
-        cost = await take_charge(connection, request, rules)
+    def charge(connection: Connection) -> Decimal:
+        cost = take_charge(connection, request, rules)
         if cost and request.run_id is not None:
-            await connection.execute(
+            connection.execute(
                 update(runs)
                 .where(runs.c.id == request.run_id)
                 .values(cost_rupiah=runs.c.cost_rupiah + cost)
@@ -154,29 +149,20 @@ async def usage_by_day(
     query = query.group_by(day, usage_charges.c.source, usage_charges.c.model_id).order_by(
         day, usage_charges.c.source, usage_charges.c.model_id
     )
-    async with engine.connect() as connection:
-        rows = (await connection.execute(query)).all()
     return [
         UsageLine(
-            day=row.day if isinstance(row.day, date) else date.fromisoformat(str(row.day)),
-            source=row.source,
-            model_id=row.model_id,
-            calls=int(row.calls),
-            input_tokens=int(row.input_tokens),
-            output_tokens=int(row.output_tokens),
-            cost_rupiah=Decimal(row.cost_rupiah),
+            day=row["day"] if isinstance(row["day"], date) else date.fromisoformat(str(row["day"])),
+            source=row["source"],
+            model_id=row["model_id"],
+            calls=int(row["calls"]),
+            input_tokens=int(row["input_tokens"]),
+            output_tokens=int(row["output_tokens"]),
+            cost_rupiah=Decimal(row["cost_rupiah"]),
         )
-        for row in rows
+        for row in await engine.rows(query)
     ]
 
 
 async def charges_of_run(engine: Database, run_id: str) -> list[dict[str, Any]]:
-    async with engine.connect() as connection:
-        rows = (
-            await connection.execute(
-                select(usage_charges)
-                .where(usage_charges.c.run_id == run_id)
-                .order_by(usage_charges.c.step)
-            )
-        ).all()
-    return [dict(row._mapping) for row in rows]
+    query = select(usage_charges).where(usage_charges.c.run_id == run_id)
+    return [dict(row) for row in await engine.rows(query.order_by(usage_charges.c.step))]
