@@ -380,7 +380,8 @@ class TestAgentValidation:
             content=b'{"name": "Weather", "model_id": ',
             headers={"content-type": "application/json"},
         )
-        assert "JSON" in api_error(response, 400, "invalid_request")
+        message = api_error(response, 400, "invalid_json")
+        assert "JSON" in message and "line 1 column 33" in message
         response = await hosted.client.post(
             "/v1/agents", content=b"[1, 2]", headers={"content-type": "application/json"}
         )
