@@ -30,6 +30,7 @@ from juru.core.errors import (
     UpstreamError,
 )
 from juru.core.text import public_message
+from juru.hosted.agents import parameters_problem
 from juru.models.catalog import ModelCatalog, ProviderNotConfiguredError, UnknownModelError
 
 SAMPLING_FIELDS = ("temperature", "top_p", "max_tokens", "stop", "seed")
@@ -102,8 +103,9 @@ def check_tools(tools: Any) -> None:
         if not isinstance(name, str) or not name.strip():
             raise InvalidRequestError(f"tools.{index}.function.name: required (a string)")
         parameters = function.get("parameters")
-        if parameters is not None and not isinstance(parameters, dict):
-            raise InvalidRequestError(f"tools.{index}.function.parameters: must be an object")
+        problem = None if parameters is None else parameters_problem(parameters)
+        if problem is not None:
+            raise InvalidRequestError(f"tools.{index}.function.parameters: {problem}")
 
 
 def _messages(raw: list[Any]) -> list[BaseMessage]:
