@@ -8,17 +8,28 @@ from typing import Any
 from juru.core.errors import InvalidRequestError
 from juru.settings import Settings
 
+# The parts of a message that are text: what it says and the calls it makes.
+TEXT_FIELDS = ("content", "tool_calls")
+# Labels inside those parts, not text.
+LABEL_KEYS = frozenset({"type", "id"})
 
-def characters_in(value: Any) -> int:
-    """The characters of every string in a message (its content, parts, tool-call arguments)."""
+
+def characters_in(messages: Sequence[Any]) -> int:
+    """The characters of the text of the messages: every string in their content (parts
+    included) and tool calls, but not roles, ids or part types."""
     total = 0
-    stack = [value]
+    stack: list[Any] = []
+    for message in messages:
+        if isinstance(message, dict):
+            stack.extend(message.get(field) for field in TEXT_FIELDS)
+        else:
+            stack.append(message)
     while stack:
         item = stack.pop()
         if isinstance(item, str):
             total += len(item)
         elif isinstance(item, dict):
-            stack.extend(item.values())
+            stack.extend(value for key, value in item.items() if key not in LABEL_KEYS)
         elif isinstance(item, list):
             stack.extend(item)
     return total
@@ -32,7 +43,7 @@ def check_input_size(messages: Sequence[Any], settings: Settings, field: str) ->
             "accepted (JURU_MAX_INPUT_MESSAGES)",
             "input_too_large",
         )
-    characters = characters_in(list(messages))
+    characters = characters_in(messages)
     if characters > settings.max_input_characters:
         raise InvalidRequestError(
             f"{field}: {characters} characters; at most {settings.max_input_characters} are "
