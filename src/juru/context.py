@@ -182,7 +182,12 @@ async def open_context(
                     runtime=RuntimeService(runtime_agents, engine, checkpointer, clock.now),
                     builtins=builtin_services(settings, engine, storage, meter, clock),
                     files=FileService(engine, storage),
-                    documents=DocumentLibrary(engine, clock, settings.documents_max_bytes),
+                    documents=DocumentLibrary(
+                        engine,
+                        clock,
+                        settings.documents_max_bytes,
+                        settings.documents_processing_seconds,
+                    ),
                     graphs=CompiledGraphs(checkpointer),
                 )
             finally:

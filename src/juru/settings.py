@@ -142,6 +142,31 @@ class Settings(BaseSettings):
     )
     tts_max_characters: int = Field(default=5_000, ge=1, le=100_000)
     documents_max_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
+    documents_processing_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        le=600,
+        description="How long text extraction and chunking of one uploaded document may take "
+        "(in a worker thread, off the event loop) before the upload is refused.",
+    )
+    max_body_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1024,
+        description="The largest request body accepted (413 beyond, refused while it streams "
+        "in); document uploads have their own limit, JURU_DOCUMENTS_MAX_BYTES.",
+    )
+    max_input_messages: int = Field(
+        default=1_000,
+        ge=1,
+        le=100_000,
+        description="The most messages one run input or chat completion request may carry.",
+    )
+    max_input_characters: int = Field(
+        default=500_000,
+        ge=1,
+        description="The most characters (all text of all messages) one run input or chat "
+        "completion request may carry.",
+    )
     text_to_speech_rupiah_per_1k_chars: Decimal = Field(default=Decimal(250), ge=0)
     rag_search_rupiah_per_call: Decimal = Field(default=Decimal(50), ge=0)
     provider_env: dict[str, str] = Field(

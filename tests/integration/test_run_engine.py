@@ -213,8 +213,8 @@ class TestIllegalTransitions:
                         "status, step_count, max_steps, cost_rupiah, input, output, error, "
                         "pending_tool_calls, pause_count, tool_outputs, NULL, lease_owner, "
                         "lease_expires_at, attempts, active_seconds, active_since, deadline_at, "
-                        "waiting_since, created_at, updated_at, finished_at FROM runs "
-                        "WHERE id = :id"
+                        "waiting_since, created_at, updated_at, finished_at, "
+                        "idempotency_body_hash FROM runs WHERE id = :id"
                     ),
                     {"id": run["id"]},
                 )

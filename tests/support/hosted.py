@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -62,11 +63,27 @@ def api_error(response: Response, status: int, code: str) -> str:
     """Assert the `/v1` error shape, status and code; return the message."""
     assert response.status_code == status, response.text
     body = response.json()
-    assert set(body) == {"error"} and set(body["error"]) == {"code", "message"}, body
+    assert_envelope(body)
     assert body["error"]["code"] == code, body
     message: str = body["error"]["message"]
-    assert message
     return message
+
+
+def assert_envelope(body: Any) -> None:
+    """The one error shape: `code` and `message`, and `fields` (path and reason) for shape
+    errors; never a library's links."""
+    assert isinstance(body, dict) and set(body) == {"error"}, body
+    error = body["error"]
+    assert set(error) <= {"code", "message", "fields"} and {"code", "message"} <= set(error), body
+    assert re.fullmatch(r"[a-z][a-z0-9_]*", error["code"]), body
+    assert isinstance(error["message"], str) and error["message"], body
+    assert "http://" not in error["message"] and "https://" not in error["message"], body
+    if "fields" in error:
+        assert error["code"] in ("invalid_request", "invalid_text"), body
+        assert error["fields"], body
+        for field in error["fields"]:
+            assert set(field) == {"path", "reason"}, body
+            assert isinstance(field["path"], str) and isinstance(field["reason"], str), body
 
 
 @dataclass

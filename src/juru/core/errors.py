@@ -60,6 +60,13 @@ class UnsupportedMediaError(DomainError):
     default_code = "unsupported_media_type"
 
 
+class UnprocessableError(DomainError):
+    """A well-formed request that contradicts an earlier one (an idempotency key reused with
+    another body)."""
+
+    default_code = "unprocessable"
+
+
 class RateLimitedError(DomainError):
     """Too many requests in the account's window of `limit`; room again in `reset_seconds`."""
 

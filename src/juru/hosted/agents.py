@@ -5,7 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
 from juru.core.errors import invalid
+from juru.core.text import public_message
 from juru.models.catalog import ModelCatalog, UnknownModelError
 
 LIVE_BUILTIN_TOOLS = frozenset({"text_to_speech", "rag_search"})
@@ -49,3 +53,19 @@ def check_tool_names(tools: Sequence[dict[str, Any]], builtin_tools: Sequence[st
     clashes = sorted(set(names) & set(builtin_tools))
     if clashes:
         raise invalid(f"tool names clash with built-in tools: {', '.join(clashes)}")
+
+
+def parameters_problem(parameters: Any) -> str | None:
+    """Why a tool's `parameters` is not a JSON Schema (2020-12) for an object, or None."""
+    if not isinstance(parameters, dict):
+        return "must be a JSON Schema object"
+    try:
+        Draft202012Validator.check_schema(parameters)
+    except SchemaError as error:
+        where = ".".join(str(part) for part in error.absolute_path)
+        return f"not a valid JSON Schema{f' at {where}' if where else ''}: " + public_message(
+            error.message
+        )
+    if parameters.get("type") != "object":
+        return 'must describe an object (`"type": "object"`): tool arguments are an object'
+    return None

@@ -29,6 +29,8 @@ from juru.core.errors import (
     UnavailableError,
     UpstreamError,
 )
+from juru.core.text import public_message
+from juru.hosted.agents import parameters_problem
 from juru.models.catalog import ModelCatalog, ProviderNotConfiguredError, UnknownModelError
 
 SAMPLING_FIELDS = ("temperature", "top_p", "max_tokens", "stop", "seed")
@@ -48,15 +50,75 @@ class PreparedChat:
     created: int
 
 
-def _messages(raw: list[dict[str, Any]]) -> list[BaseMessage]:
+CHAT_ROLES = ("system", "developer", "user", "assistant", "tool")
+
+
+def _check_tool_calls(where: str, calls: Any) -> None:
+    if not isinstance(calls, list):
+        raise InvalidRequestError(f"{where}.tool_calls: must be a list")
+    for index, call in enumerate(calls):
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(call, dict) or not isinstance(call.get("id"), str):
+            raise InvalidRequestError(f"{where}.tool_calls.{index}: needs an `id` (a string)")
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise InvalidRequestError(f"{where}.tool_calls.{index}.function: needs a `name`")
+        if not isinstance(function.get("arguments", ""), str):
+            raise InvalidRequestError(
+                f"{where}.tool_calls.{index}.function.arguments: must be a JSON string"
+            )
+
+
+def check_message(index: int, item: Any) -> None:
+    """The shape OpenAI documents for one input message, checked here so that a refusal names
+    the field in Juru's words (LangChain's own errors carry links and class names)."""
+    where = f"messages.{index}"
+    if not isinstance(item, dict):
+        raise InvalidRequestError(f"{where}: must be an object")
+    role = item.get("role")
+    if role not in CHAT_ROLES:
+        raise InvalidRequestError(f"{where}.role: must be one of {', '.join(CHAT_ROLES)}")
+    content = item.get("content")
+    if content is not None and not isinstance(content, str | list):
+        raise InvalidRequestError(f"{where}.content: must be a string or a list of parts")
+    for part_index, part in enumerate(content if isinstance(content, list) else []):
+        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+            raise InvalidRequestError(f"{where}.content.{part_index}: needs a `type`")
+    if role == "tool" and not isinstance(item.get("tool_call_id"), str):
+        raise InvalidRequestError(f"{where}.tool_call_id: a tool message needs one")
+    if role == "assistant" and item.get("tool_calls") is not None:
+        _check_tool_calls(where, item["tool_calls"])
+    elif content is None:
+        raise InvalidRequestError(f"{where}.content: required")
+
+
+def check_tools(tools: Any) -> None:
+    """Each chat tool is `{"type": "function", "function": {"name", ...}}`."""
+    for index, tool in enumerate(tools or []):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(tool, dict) or tool.get("type") != "function":
+            raise InvalidRequestError(f'tools.{index}.type: must be "function"')
+        if not isinstance(function, dict):
+            raise InvalidRequestError(f"tools.{index}.function: required (an object)")
+        name = function.get("name")
+        if not isinstance(name, str) or not name.strip():
+            raise InvalidRequestError(f"tools.{index}.function.name: required (a string)")
+        parameters = function.get("parameters")
+        problem = None if parameters is None else parameters_problem(parameters)
+        if problem is not None:
+            raise InvalidRequestError(f"tools.{index}.function.parameters: {problem}")
+
+
+def _messages(raw: list[Any]) -> list[BaseMessage]:
+    for index, item in enumerate(raw):
+        check_message(index, item)
     # OpenAI lets an assistant message with tool calls leave out its content.
-    normalized = [
-        {**item, "content": item.get("content") or ""} if "role" in item else item for item in raw
-    ]
+    normalized = [{**item, "content": item.get("content") or ""} for item in raw]
     try:
         return convert_to_messages(normalized)
-    except (ValueError, TypeError, KeyError, NotImplementedError) as error:
-        raise InvalidRequestError(f"messages: {error}") from None
+    except (ValueError, TypeError, KeyError, NotImplementedError):
+        raise InvalidRequestError(
+            "messages: a message could not be read as a chat message"
+        ) from None
 
 
 def _finish_reason(message: AIMessage | AIMessageChunk) -> str:
@@ -77,7 +139,7 @@ def _usage(message: AIMessage | AIMessageChunk) -> dict[str, int]:
 
 def _upstream_error(error: Exception) -> DomainError:
     status = getattr(error, "status_code", None)
-    detail = f"{type(error).__name__}: {error}"
+    detail = public_message(f"{type(error).__name__}: {error}")
     if status == 400:
         return InvalidRequestError(f"the provider refused the request: {detail}")
     return UpstreamError(f"the model provider failed: {detail}")
@@ -104,6 +166,8 @@ class ChatCompletions:
         model_id = str(request["model"])
         model = self._model(model_id)
         await self.meter.ensure_funds(account_id, model_id)
+        check_tools(request.get("tools"))
+        messages = _messages(request["messages"])
         runnable: Runnable[Any, Any] = model
         if request.get("tools"):
             choice = request.get("tool_choice")
@@ -118,7 +182,7 @@ class ChatCompletions:
             account_id=account_id,
             model_id=model_id,
             runnable=runnable,
-            messages=_messages(request["messages"]),
+            messages=messages,
             include_usage=bool(options.get("include_usage")),
             completion_id=f"chatcmpl-{uuid.uuid4().hex}",
             created=int(time.time()),

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import re
 from dataclasses import dataclass
 from pathlib import PurePath
 
 from juru.core.clock import Clock
 from juru.core.errors import TooLargeError, UnsupportedMediaError, invalid, not_found
 from juru.core.ids import new_id
+from juru.core.text import text_problem
 from juru.store import documents as store
 from juru.store.database import Database
 from juru.store.pages import Page, PageRequest
@@ -25,6 +28,7 @@ TYPE_BY_SUFFIX = {
 }
 TYPE_BY_MEDIA = {PLAIN: PLAIN, MARKDOWN: MARKDOWN, "text/x-markdown": MARKDOWN, PDF: PDF}
 MAX_TITLE = 500
+_INVALID_TEXT_RE = re.compile("[\x00\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -74,11 +78,33 @@ def document_title(upload: Upload) -> str:
     return title
 
 
+def check_upload_text(upload: Upload) -> None:
+    """The form's strings are stored: NUL characters and lone surrogates are refused."""
+    for field, value in (("title", upload.title), ("file.filename", upload.filename)):
+        problem = None if value is None else text_problem(value)
+        if problem is not None:
+            raise invalid(f"{field}: {problem}")
+
+
+def extract_chunks(kind: str, data: bytes) -> list[str]:
+    """The document's text in chunks (CPU-bound: run it off the event loop)."""
+    text = document_text(kind, data)
+    if kind == PDF:
+        # Extraction may produce characters no database stores; they carry no words.
+        text = _INVALID_TEXT_RE.sub("", text)
+    else:
+        problem = text_problem(text)
+        if problem is not None:
+            raise invalid(f"file: the text {problem}", "invalid_document")
+    return chunk_text(text)
+
+
 @dataclass
 class DocumentLibrary:
     engine: Database
     clock: Clock
     max_bytes: int
+    processing_seconds: float = 30.0
 
     async def add(self, account_id: str, upload: Upload) -> DocumentRecord:
         if len(upload.data) > self.max_bytes:
@@ -86,8 +112,9 @@ class DocumentLibrary:
                 f"documents may be at most {self.max_bytes} bytes", "document_too_large"
             )
         kind = document_type(upload)
+        check_upload_text(upload)
         title = document_title(upload)
-        chunks = chunk_text(document_text(kind, upload.data))
+        chunks = await self._chunks(kind, upload.data)
         if not chunks:
             raise invalid(
                 "the document has no text (a scanned PDF needs OCR first)", "empty_document"
@@ -104,6 +131,20 @@ class DocumentLibrary:
             "created_at": self.clock.now(),
         }
         return await store.insert_document(self.engine, values, chunks)
+
+    async def _chunks(self, kind: str, data: bytes) -> list[str]:
+        """Extraction and chunking in a worker thread, so the event loop keeps serving; a
+        document that takes longer than `processing_seconds` is refused (the thread finishes
+        on its own: a thread cannot be stopped, but its result is dropped)."""
+        try:
+            return await asyncio.wait_for(
+                asyncio.to_thread(extract_chunks, kind, data), self.processing_seconds
+            )
+        except TimeoutError:
+            raise TooLargeError(
+                f"the document took longer than {self.processing_seconds:g} s to read",
+                "document_too_complex",
+            ) from None
 
     async def documents(self, account_id: str, page: PageRequest) -> Page[DocumentRecord]:
         return await store.list_documents(self.engine, account_id, page)

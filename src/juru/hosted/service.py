@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import json
 import time as monotonic_clock
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
@@ -11,7 +13,7 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from juru.core.errors import ConflictError, invalid, not_found
+from juru.core.errors import ConflictError, UnprocessableError, invalid, not_found
 from juru.core.ids import new_id
 from juru.core.states import RunStatus
 from juru.engine.execution import hosted_thread_key
@@ -19,14 +21,18 @@ from juru.engine.machine import RunMachine
 from juru.hosted.agents import check_builtin_tools, check_model, check_tool_names
 from juru.models.catalog import ModelCatalog
 from juru.store import hosted as store
+from juru.store import idempotency as idempotency_store
 from juru.store import runs as run_store
 from juru.store import transcript as transcript_store
 from juru.store import usage as usage_store
+from juru.store.hosted import invalid_cursor
 from juru.store.pages import Page, PageRequest
 from juru.store.records import AgentRecord, RunRecord, ThreadRecord, TranscriptMessage
 from juru.store.usage import UsageLine
 
 MAX_WAIT_SECONDS = 30.0
+# An Idempotency-Key names its run for this long; then the key may start a new run.
+IDEMPOTENCY_KEY_TTL = timedelta(hours=24)
 SERVER_WORKING = frozenset({RunStatus.QUEUED.value, RunStatus.RUNNING.value})
 
 
@@ -130,7 +136,7 @@ class HostedService:
         if after is not None:
             position = await transcript_store.position_of(self.engine, thread_id, after)
             if position is None:
-                raise invalid(f"no message with id {after!r} in this thread")
+                raise invalid_cursor(after)
         return await transcript_store.list_messages(self.engine, thread_id, limit, position)
 
     # Runs
@@ -157,17 +163,33 @@ class HostedService:
             "pause_count": 0,
             "attempts": 0,
             "idempotency_key": idempotency_key,
+            "idempotency_body_hash": body_hash(run_input) if idempotency_key else None,
             **self.machine.new_run_values(),
         }
-        try:
-            run, created = await run_store.create_run(self.engine, values)
-        except run_store.ThreadBusyError:
-            raise ConflictError(
-                f"thread {thread_id} already has an active run", "thread_busy"
-            ) from None
+        run, created = await self._insert_run(values)
+        if not created and self._expired(run):
+            await idempotency_store.forget_key(self.engine, run.id)
+            run, created = await self._insert_run(values)
+        if not created and run.idempotency_body_hash not in (None, values["idempotency_body_hash"]):
+            raise UnprocessableError(
+                f"Idempotency-Key {idempotency_key!r} was used on this thread for run {run.id} "
+                "with another body; send the same body to get that run, or use a new key",
+                "idempotency_key_reused",
+            )
         if created:
             await self.machine.events.announce_work()
         return run
+
+    async def _insert_run(self, values: dict[str, Any]) -> tuple[RunRecord, bool]:
+        try:
+            return await run_store.create_run(self.engine, values)
+        except run_store.ThreadBusyError:
+            raise ConflictError(
+                f"thread {values['thread_id']} already has an active run", "thread_busy"
+            ) from None
+
+    def _expired(self, run: RunRecord) -> bool:
+        return run.created_at <= self.machine.clock.now() - IDEMPOTENCY_KEY_TTL
 
     async def run(self, account_id: str, run_id: str) -> RunRecord:
         run = await run_store.get_run(self.engine, run_id, account_id)
@@ -218,6 +240,8 @@ class HostedService:
         """The account's charges by day (UTC), source and model, between two dates inclusive."""
         if since is not None and until is not None and until < since:
             raise invalid("`to` must not be before `from`")
+        if until is not None and until >= date.max:
+            raise invalid(f"to: must be a day before {date.max.isoformat()}")
         start = datetime.combine(since, time(), UTC) if since else None
         end = datetime.combine(until + timedelta(days=1), time(), UTC) if until else None
         return await usage_store.usage_by_day(self.engine, account_id, start, end)
@@ -228,6 +252,13 @@ class HostedService:
             return run
         cancelled = await self.machine.cancel(run_id)
         return cancelled or await self.run(account_id, run_id)
+
+
+def body_hash(run_input: list[dict[str, str]]) -> str:
+    """SHA-256 of the run's input as canonical JSON: the same messages hash the same whatever
+    their key order or spacing in the request (and `"hi"` equals `[{"role": "user", ...}]`)."""
+    canonical = json.dumps(run_input, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def _not_waiting(run: RunRecord) -> ConflictError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException
 
+from juru.core.text import public_message
 from juru.http.deps import PlaygroundService
 from juru.http.schemas import ChatIn, ChatOut, FeatureOut, MessageIn, ResumeIn, TurnOut
 
@@ -37,5 +38,6 @@ async def chat(body: ChatIn, playground: PlaygroundService) -> ChatOut:
     """Talk to the ReAct agent: the answer and the thread id to continue with."""
     turn = await playground.send_message(CHAT_FEATURE, body.message, body.thread_id, 25)
     if turn.error is not None:
-        raise HTTPException(500, f"the agent failed: {turn.error.type}: {turn.error.message}")
+        failure = public_message(f"{turn.error.type}: {turn.error.message}")
+        raise HTTPException(500, f"the agent failed: {failure}")
     return ChatOut(answer=turn.answer or "", thread_id=turn.thread_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from sqlalchemy import (
@@ -17,11 +18,15 @@ from sqlalchemy import (
     update,
 )
 
+from juru.core.errors import InvalidRequestError
 from juru.store.database import Database
 from juru.store.pages import Page, PageRequest
 from juru.store.records import AgentRecord, ThreadRecord
 from juru.store.tables import accounts, agents, threads
 from juru.store.transactions import write
+
+# Ids are `prefix_` and 24 hex digits (juru.core.ids): anything else is no cursor.
+CURSOR_RE = re.compile(r"[a-z]{1,16}_[0-9a-f]{24}")
 
 
 def page_of(
@@ -30,9 +35,11 @@ def page_of(
     query: Select[Any],
     page: PageRequest,
 ) -> Page[Any]:
-    """Rows of `query` in id order (ids sort by creation time), one page after `page.after`."""
+    """Rows of `query` in id order (ids sort by creation time), one page after `page.after`,
+    which must be the id of a row of `query` (else InvalidRequestError `invalid_cursor`)."""
     id_column = table.c.id
     if page.after is not None:
+        await _check_cursor(connection, query.with_only_columns(id_column), id_column, page.after)
         cursor: ColumnElement[bool] = (
             id_column < page.after if page.descending else id_column > page.after
         )
@@ -40,6 +47,25 @@ def page_of(
     order = id_column.desc() if page.descending else id_column.asc()
     rows = connection.execute(query.order_by(order).limit(page.limit + 1)).all()
     return Page(items=[row._mapping for row in rows[: page.limit]], has_more=len(rows) > page.limit)
+
+
+async def _check_cursor(
+    connection: AsyncConnection, ids: Select[Any], id_column: Any, cursor: str
+) -> None:
+    known = CURSOR_RE.fullmatch(cursor) is not None and (
+        (await connection.execute(ids.where(id_column == cursor).limit(1))).first() is not None
+    )
+    if not known:
+        raise invalid_cursor(cursor)
+
+
+def invalid_cursor(cursor: str) -> InvalidRequestError:
+    shown = cursor if len(cursor) <= 60 else cursor[:60] + "..."
+    return InvalidRequestError(
+        f"after: {shown!r} is not a cursor of this list (pass the next_cursor of a page, or "
+        "the id of an item the list holds)",
+        "invalid_cursor",
+    )
 
 
 async def insert_agent(engine: Database, values: dict[str, Any]) -> AgentRecord:

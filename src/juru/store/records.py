@@ -77,6 +77,7 @@ class RunRecord(_Record):
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    idempotency_body_hash: str | None = None
 
 
 @dataclass(frozen=True)

@@ -110,6 +110,8 @@ runs = Table(
     Column("pause_count", Integer, nullable=False),
     Column("tool_outputs", JSON, nullable=True),
     Column("idempotency_key", String(255), nullable=True),
+    # SHA-256 (hex) of the request that first used the key: a replay must match it.
+    Column("idempotency_body_hash", String(64), nullable=True),
     Column("lease_owner", String(100), nullable=True),
     Column("lease_expires_at", UtcDateTime(), nullable=True),
     Column("attempts", Integer, nullable=False),

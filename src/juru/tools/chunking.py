@@ -17,13 +17,16 @@ def _pieces(block: str, limit: int) -> list[str]:
     current = ""
     for sentence in _SENTENCE_END_RE.split(block):
         words = sentence.split(" ")
-        for word in words:
-            while len(word) > limit:
+        for whole in words:
+            word = whole
+            if len(whole) > limit:
+                # Cut by offsets: slicing the rest off again and again is quadratic.
                 if current:
                     pieces.append(current)
                     current = ""
-                pieces.append(word[:limit])
-                word = word[limit:]
+                cut = (len(whole) - 1) // limit * limit
+                pieces.extend(whole[start : start + limit] for start in range(0, cut, limit))
+                word = whole[cut:]
             candidate = f"{current} {word}" if current else word
             if len(candidate) > limit:
                 pieces.append(current)

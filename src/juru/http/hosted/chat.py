@@ -9,7 +9,8 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from juru.hosted.chat import sse_lines
-from juru.http.deps import Account, Chat, current_account
+from juru.http.deps import Account, Chat, Context, current_account
+from juru.http.limits import check_input_size
 
 router = APIRouter(prefix="/v1", tags=["chat completions"], dependencies=[Depends(current_account)])
 
@@ -48,8 +49,11 @@ class ChatCompletionIn(BaseModel):
 
 
 @router.post("/chat/completions", response_model=None)
-async def chat_completions(body: ChatCompletionIn, account: Account, chat: Chat) -> Response:
+async def chat_completions(
+    body: ChatCompletionIn, account: Account, chat: Chat, context: Context
+) -> Response:
     """One model call in OpenAI's format, billed to the account with source `chat`."""
+    check_input_size(body.messages, context.settings, "messages")
     prepared = await chat.prepare(account, body.request())
     if body.stream:
         chunks = await chat.start_stream(prepared)

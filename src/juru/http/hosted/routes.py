@@ -23,6 +23,7 @@ from juru.http.hosted.schemas import (
     ToolOutputsIn,
     UsageOut,
 )
+from juru.http.limits import check_input_size
 from juru.store.pages import PageRequest
 
 router = APIRouter(prefix="/v1", tags=["hosted agents"], dependencies=[Depends(current_account)])
@@ -133,10 +134,14 @@ async def create_run(
     body: RunIn,
     account: Account,
     hosted: Hosted,
+    context: Context,
     idempotency_key: Annotated[str | None, Header(max_length=255)] = None,
 ) -> JSONResponse:
-    """Start a background run; the same Idempotency-Key on the thread returns the same run."""
-    run = await hosted.create_run(account, thread_id, body.messages(), idempotency_key)
+    """Start a background run. The same Idempotency-Key on the thread within 24 hours returns
+    the same run (422 `idempotency_key_reused` if the body differs)."""
+    messages = body.messages()
+    check_input_size(messages, context.settings, "input")
+    run = await hosted.create_run(account, thread_id, messages, idempotency_key)
     return JSONResponse(RunOut.of(run), status_code=202)
 
 

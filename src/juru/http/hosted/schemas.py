@@ -12,10 +12,12 @@ from pydantic import (
     Field,
     PlainSerializer,
     SerializerFunctionWrapHandler,
+    field_validator,
     model_serializer,
     model_validator,
 )
 
+from juru.hosted.agents import parameters_problem
 from juru.store.pages import Page
 from juru.store.records import RunRecord, TranscriptMessage
 from juru.store.usage import UsageLine
@@ -51,6 +53,14 @@ class FunctionIn(BaseModel):
     name: str = Field(pattern=TOOL_NAME)
     description: str | None = None
     parameters: dict[str, Any] | None = None
+
+    @field_validator("parameters")
+    @classmethod
+    def _json_schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        problem = None if value is None else parameters_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
     @model_serializer(mode="wrap")
     def _omit_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
