@@ -39,7 +39,7 @@ def page_of(
     which must be the id of a row of `query` (else InvalidRequestError `invalid_cursor`)."""
     id_column = table.c.id
     if page.after is not None:
-        await _check_cursor(connection, query.with_only_columns(id_column), id_column, page.after)
+        _check_cursor(connection, query.with_only_columns(id_column), id_column, page.after)
         cursor: ColumnElement[bool] = (
             id_column < page.after if page.descending else id_column > page.after
         )
@@ -49,11 +49,9 @@ def page_of(
     return Page(items=[row._mapping for row in rows[: page.limit]], has_more=len(rows) > page.limit)
 
 
-async def _check_cursor(
-    connection: AsyncConnection, ids: Select[Any], id_column: Any, cursor: str
-) -> None:
+def _check_cursor(connection: Connection, ids: Select[Any], id_column: Any, cursor: str) -> None:
     known = CURSOR_RE.fullmatch(cursor) is not None and (
-        (await connection.execute(ids.where(id_column == cursor).limit(1))).first() is not None
+        connection.execute(ids.where(id_column == cursor).limit(1)).first() is not None
     )
     if not known:
         raise invalid_cursor(cursor)

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Connection, update
 
 from juru.store.database import Database
 from juru.store.tables import runs
@@ -13,8 +12,8 @@ from juru.store.transactions import write
 async def forget_key(engine: Database, run_id: str) -> None:
     """Free the run's idempotency key (it expired): the same key may then create a new run."""
 
-    async def clear(connection: AsyncConnection) -> None:
-        await connection.execute(
+    def clear(connection: Connection) -> None:
+        connection.execute(
             update(runs)
             .where(runs.c.id == run_id)
             .values(idempotency_key=None, idempotency_body_hash=None)
