@@ -10,8 +10,26 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from juru.hosted.chat import sse_lines
 from juru.http.deps import Account, Chat, current_account
+from juru.http.hosted.chat_schemas import STREAM_DESCRIPTION, ChatCompletionOut
+from juru.http.openapi import ADMISSION_ERRORS, errors
 
-router = APIRouter(prefix="/v1", tags=["chat completions"], dependencies=[Depends(current_account)])
+router = APIRouter(
+    prefix="/v1",
+    tags=["chat completions"],
+    dependencies=[Depends(current_account)],
+    responses=ADMISSION_ERRORS,
+)
+CHUNK_SCHEMA = {"$ref": "#/components/schemas/ChatCompletionChunk"}
+ANSWER = {
+    "model": ChatCompletionOut,
+    "description": "A `chat.completion`, or with `stream: true` a stream of chunks.",
+    "content": {
+        "text/event-stream": {
+            "schema": {"type": "string", "description": STREAM_DESCRIPTION},
+            "x-event-data-schema": CHUNK_SCHEMA,
+        }
+    },
+}
 
 
 class StreamOptions(BaseModel):
@@ -47,7 +65,11 @@ class ChatCompletionIn(BaseModel):
         return body
 
 
-@router.post("/chat/completions", response_model=None)
+@router.post(
+    "/chat/completions",
+    response_model=None,
+    responses={200: ANSWER, **errors(400, 402, 404, 413, 502)},
+)
 async def chat_completions(body: ChatCompletionIn, account: Account, chat: Chat) -> Response:
     """One model call in OpenAI's format, billed to the account with source `chat`."""
     prepared = await chat.prepare(account, body.request())

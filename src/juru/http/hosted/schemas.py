@@ -12,10 +12,13 @@ from pydantic import (
     Field,
     PlainSerializer,
     SerializerFunctionWrapHandler,
+    computed_field,
     model_serializer,
     model_validator,
 )
 
+from juru.core.states import RunStatus
+from juru.models.catalog import ModelSpec
 from juru.store.pages import Page
 from juru.store.records import RunRecord, TranscriptMessage
 from juru.store.usage import UsageLine
@@ -130,12 +133,31 @@ class ToolOutputsIn(_Body):
     outputs: list[ToolOutputIn] = Field(min_length=1)
 
 
+def _absent(value: object) -> bool:
+    return value is None
+
+
+class FunctionOut(BaseModel):
+    """A client tool's function as it was defined (extra keys such as `strict` are kept)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    description: str | None = Field(default=None, exclude_if=_absent)
+    parameters: dict[str, Any] | None = Field(default=None, exclude_if=_absent)
+
+
+class ToolOut(BaseModel):
+    type: Literal["function"]
+    function: FunctionOut
+
+
 class AgentOut(_View):
     id: str
     name: str
     model_id: str
     system_prompt: str
-    tools: list[dict[str, Any]]
+    tools: list[ToolOut]
     builtin_tools: list[str]
     max_steps: int
     created_at: datetime
@@ -162,7 +184,7 @@ class RunOut(BaseModel):
     id: str
     thread_id: str
     agent_id: str
-    status: str
+    status: RunStatus
     step_count: int
     max_steps: int
     cost_rupiah: Rupiah
@@ -170,13 +192,15 @@ class RunOut(BaseModel):
     error: str | None
     created_at: datetime
     updated_at: datetime
-    output: str | None = None
+    output: str | None = Field(
+        default=None, exclude_if=_absent, description="The answer, once the run succeeded."
+    )
 
     @classmethod
-    def of(cls, run: RunRecord) -> dict[str, Any]:
-        view = cls.model_validate(run, from_attributes=True).model_dump(mode="json")
-        if run.status != "succeeded":
-            view.pop("output")
+    def of(cls, run: RunRecord) -> RunOut:
+        view = cls.model_validate(run, from_attributes=True)
+        if view.status != RunStatus.SUCCEEDED:
+            view.output = None
         return view
 
 
@@ -184,7 +208,7 @@ class MessageOut(BaseModel):
     id: str
     thread_id: str
     run_id: str | None
-    role: str
+    role: Literal["user", "assistant", "system", "tool"]
     content: str
     tool_calls: list[PendingToolCall] | None
     tool_call_id: str | None
@@ -216,17 +240,44 @@ class ListOut(BaseModel, Generic[T]):
     next_cursor: str | None
 
     @classmethod
-    def of(cls, page: Page[Any], items: list[T], cursor_of: Any) -> ListOut[T]:
+    def of(cls, page: Page[Any], items: list[T], cursor_of: Any) -> Self:
         cursor = cursor_of(page.items[-1]) if page.has_more and page.items else None
         return cls(data=items, has_more=page.has_more, next_cursor=cursor)
 
 
-class ModelOut(_View):
+class ModelOut(BaseModel):
+    """A catalog model, in OpenAI's model shape with Juru's prices added."""
+
     id: str
+    object: Literal["model"] = "model"
+    created: int = Field(description="When the catalog entry was made (Unix seconds).")
+    owned_by: str = Field(description="The provider, e.g. `openai` or `juru`.")
     label: str
     input_rupiah_per_million: Rupiah
     output_rupiah_per_million: Rupiah
-    agents: bool
+    agents: bool = Field(description="Whether the model may drive hosted agents.")
+
+    @classmethod
+    def of(cls, model: ModelSpec) -> ModelOut:
+        return cls(
+            id=model.id,
+            created=model.created,
+            owned_by=model.provider,
+            label=model.label,
+            input_rupiah_per_million=model.input_rupiah_per_million,
+            output_rupiah_per_million=model.output_rupiah_per_million,
+            agents=model.agents,
+        )
+
+
+class ModelListOut(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelOut]
+
+
+class DeletedOut(BaseModel):
+    id: str
+    deleted: Literal[True] = True
 
 
 class UsageLineOut(_View):
@@ -263,11 +314,11 @@ class FileOut(_View):
     run_id: str | None
     created_at: datetime
 
-    @model_serializer(mode="wrap")
-    def _with_url(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        data["url"] = f"/v1/files/{self.id}/content"
-        return data
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def url(self) -> str:
+        """Where the file's bytes are served."""
+        return f"/v1/files/{self.id}/content"
 
 
 class DocumentOut(_View):
@@ -280,3 +331,24 @@ class DocumentOut(_View):
     characters: int
     chunk_count: int
     created_at: datetime
+
+
+# Named pages, so the description shows `AgentList` rather than `ListOut_AgentOut_`.
+class AgentList(ListOut[AgentOut]):
+    pass
+
+
+class ThreadList(ListOut[ThreadOut]):
+    pass
+
+
+class MessageList(ListOut[MessageOut]):
+    pass
+
+
+class RunList(ListOut[RunOut]):
+    pass
+
+
+class DocumentList(ListOut[DocumentOut]):
+    pass
