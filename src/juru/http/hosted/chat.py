@@ -19,16 +19,33 @@ router = APIRouter(
     dependencies=[Depends(current_account)],
     responses=ADMISSION_ERRORS,
 )
-CHUNK_SCHEMA = {"$ref": "#/components/schemas/ChatCompletionChunk"}
+# One event of the stream (Open API 3.1: an event stream's `schema` describes each event).
+STREAM_EVENT = {
+    "description": STREAM_DESCRIPTION,
+    "anyOf": [
+        {"type": "object", "required": ["data"], "properties": {"data": {"const": "[DONE]"}}},
+        {
+            "type": "object",
+            "required": ["data"],
+            "properties": {
+                "data": {
+                    "type": "string",
+                    "contentMediaType": "application/json",
+                    "contentSchema": {
+                        "anyOf": [
+                            {"$ref": "#/components/schemas/ChatCompletionChunk"},
+                            {"$ref": "#/components/schemas/ErrorEnvelope"},
+                        ]
+                    },
+                }
+            },
+        },
+    ],
+}
 ANSWER = {
     "model": ChatCompletionOut,
     "description": "A `chat.completion`, or with `stream: true` a stream of chunks.",
-    "content": {
-        "text/event-stream": {
-            "schema": {"type": "string", "description": STREAM_DESCRIPTION},
-            "x-event-data-schema": CHUNK_SCHEMA,
-        }
-    },
+    "content": {"text/event-stream": {"schema": STREAM_EVENT}},
 }
 
 
@@ -43,8 +60,12 @@ class ChatCompletionIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    model: str = Field(min_length=1, description="A catalog id, e.g. `openai/gpt-4o`.")
-    messages: list[dict[str, Any]] = Field(min_length=1)
+    model: str = Field(
+        min_length=1, description="A catalog id, e.g. `openai/gpt-4o`.", examples=["juru/demo"]
+    )
+    messages: list[dict[str, Any]] = Field(
+        min_length=1, examples=[[{"role": "user", "content": "What is the weather in Jakarta?"}]]
+    )
     tools: list[dict[str, Any]] | None = Field(default=None, max_length=128)
     tool_choice: Literal["none", "auto", "required"] | dict[str, Any] | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)

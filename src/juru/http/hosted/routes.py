@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Depends, Header, Query
+from fastapi import APIRouter, Body, Depends, Header, Path, Query
 
 from juru.core.errors import NotFoundError
 from juru.hosted.service import MAX_WAIT_SECONDS
@@ -55,7 +55,9 @@ async def list_models(context: Context) -> ModelListOut:
 
 # `:path` because ids hold a slash (`juru/demo`), which OpenAI's SDKs send unescaped.
 @router.get("/models/{model_id:path}", responses=errors(404))
-async def get_model(model_id: str, context: Context) -> ModelOut:
+async def get_model(
+    model_id: Annotated[str, Path(examples=["juru/demo"])], context: Context
+) -> ModelOut:
     """One catalog model (404 `model_not_found` for an id the catalog does not hold)."""
     try:
         return ModelOut.of(context.catalog.get(model_id))

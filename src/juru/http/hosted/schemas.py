@@ -74,27 +74,30 @@ class ToolIn(_Body):
 
 class AgentIn(_Body):
     name: str = Field(min_length=1, max_length=200)
-    model_id: str = Field(min_length=1, max_length=200)
+    model_id: str = Field(min_length=1, max_length=200, examples=["juru/demo"])
     system_prompt: str = Field(default="", max_length=100_000)
     tools: list[ToolIn] = Field(default_factory=list, max_length=MAX_TOOLS)
     builtin_tools: list[str] = Field(default_factory=list)
     max_steps: int = Field(default=20, ge=1, le=40)
 
 
-class AgentPatch(_Body):
-    name: str | None = Field(default=None, min_length=1, max_length=200)
-    model_id: str | None = Field(default=None, min_length=1, max_length=200)
-    system_prompt: str | None = Field(default=None, max_length=100_000)
-    tools: list[ToolIn] | None = Field(default=None, max_length=MAX_TOOLS)
-    builtin_tools: list[str] | None = None
-    max_steps: int | None = Field(default=None, ge=1, le=40)
+def _unset(**constraints: Any) -> Any:
+    """A PATCH field: absent means unchanged, and `null` is refused (the type is not nullable,
+    so the published schema says so too)."""
+    return Field(default=None, json_schema_extra=_without_default, **constraints)
 
-    @model_validator(mode="after")
-    def _no_nulls(self) -> AgentPatch:
-        for name in self.model_fields_set:
-            if getattr(self, name) is None:
-                raise ValueError(f"{name} cannot be null")
-        return self
+
+def _without_default(schema: dict[str, Any]) -> None:
+    schema.pop("default", None)
+
+
+class AgentPatch(_Body):
+    name: str = _unset(min_length=1, max_length=200)
+    model_id: str = _unset(min_length=1, max_length=200)
+    system_prompt: str = _unset(max_length=100_000)
+    tools: list[ToolIn] = _unset(max_length=MAX_TOOLS)
+    builtin_tools: list[str] = _unset()
+    max_steps: int = _unset(ge=1, le=40)
 
 
 class ThreadIn(_Body):
