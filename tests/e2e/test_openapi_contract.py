@@ -26,7 +26,7 @@ pytestmark = pytest.mark.e2e
 EXAMPLES_PER_OPERATION = 10
 HOOKS = "tests.support.schemathesis_hooks"
 # Each run may take at most this long (schemathesis stops generating then).
-RUN_SECONDS = 20
+RUN_SECONDS = 12
 # Excluded checks, each with its reason:
 #  - unsupported_method, allow_header_conformance: 405 answers (their body and `Allow`) are
 #    the `edges-input` branch's (FastAPI's `{"detail"}` and one route's methods today);
