@@ -83,9 +83,17 @@ def schemathesis_run(
         *["--max-time", str(RUN_SECONDS), "--seed", "12", "--no-color"],
         *["--report", "json", "--report-json-path", str(report)],
     ]
-    env = {**os.environ, "SCHEMATHESIS_HOOKS": HOOKS}
+    # In the test's directory, where schemathesis keeps its cache; the hooks import from REPO.
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "SCHEMATHESIS_HOOKS": HOOKS, "PYTHONPATH": path}
     done = subprocess.run(
-        command, cwd=REPO, env=env, capture_output=True, text=True, timeout=120, check=False
+        command,
+        cwd=report.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert report.exists(), done.stdout + done.stderr
     result: dict[str, Any] = json.loads(report.read_text())
