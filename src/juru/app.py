@@ -18,6 +18,8 @@ from juru.http.errors import install_error_handlers
 from juru.http.hosted import chat as hosted_chat
 from juru.http.hosted import library as hosted_library
 from juru.http.hosted import routes as hosted_routes
+from juru.http.hosted.chat_schemas import ChatCompletionChunk
+from juru.http.openapi import install_docs, install_openapi
 from juru.http.rate_limit_headers import RateLimitHeadersMiddleware
 from juru.settings import Settings
 
@@ -50,7 +52,11 @@ def create_app(
         version=juru.__version__,
         description="Self-hosted agent server: playground API, hosted agents, Agent Runtime.",
         lifespan=lifespan,
+        docs_url=None,  # served by install_docs, from Juru's own copy of the assets
+        redoc_url=None,
     )
+    install_openapi(app, ChatCompletionChunk)
+    install_docs(app)
     install_error_handlers(app)
     app.add_middleware(RateLimitHeadersMiddleware)
     # Outside the routes, inside CORS: refusals at the edge carry the CORS headers too.

@@ -31,7 +31,7 @@ from sqlalchemy import create_engine, select
 
 from juru.store.tables import runs
 from juru.store.urls import DatabaseUrl
-from tests.support.hosted import AGENT_FIELDS, RUN_FIELDS, WEATHER_TOOL
+from tests.support.hosted import AGENT_FIELDS, RUN_FIELDS, WEATHER_TOOL, demo_answer
 from tests.support.server import REPO, ServerProcess, api_key, free_port, juru_command
 
 pytestmark = pytest.mark.e2e
@@ -327,8 +327,8 @@ def test_walkthrough_on_the_demo_model(database_url: str, tmp_path: Path) -> Non
         Api(server.base_url, api_key(database_url)) as api,
     ):
         done = walkthrough(api, "juru/demo", weather)
-    # The demo model answers from the single tool result it was given.
-    assert done["output"] == weather
+    # The demo model answers with a sentence quoting the single tool result it was given.
+    assert done["output"] == demo_answer("get_weather", weather)
 
 
 def test_walkthrough_on_an_openai_compatible_server(

@@ -50,6 +50,10 @@ class TestEnvelope:
         wrong = await edges.client.delete("/v1/models")
         assert "GET" in api_error(wrong, 405, "method_not_allowed")
         assert wrong.headers["allow"] == "GET"
+        # A path served by several routes (GET and POST here): `Allow` names them all.
+        both = await edges.client.put("/v1/agents")
+        api_error(both, 405, "method_not_allowed")
+        assert both.headers["allow"] == "GET, POST"
 
     async def test_the_specified_faces_keep_their_shapes(self, edges: HostedHarness) -> None:
         playground = await edges.client.get("/playground/nothing")
@@ -324,3 +328,6 @@ class TestStructure:
             "/v1/usage", params={"from": "9999-12-30", "to": "9999-12-30"}
         )
         assert response.status_code == 200 and response.json()["data"] == []
+        # A number is not a day (pydantic alone would read it as a Unix time).
+        response = await edges.client.get("/v1/usage", params={"to": "0"})
+        assert "to" in api_error(response, 400, "invalid_request")

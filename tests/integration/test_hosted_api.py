@@ -25,7 +25,14 @@ from juru.store.tables import (
     thread_messages,
     threads,
 )
-from tests.support.hosted import AGENT_FIELDS, RUN_FIELDS, WEATHER_TOOL, HostedHarness, api_error
+from tests.support.hosted import (
+    AGENT_FIELDS,
+    RUN_FIELDS,
+    WEATHER_TOOL,
+    HostedHarness,
+    api_error,
+    demo_answer,
+)
 
 # --- shapes -------------------------------------------------------------------------------
 
@@ -503,7 +510,8 @@ class TestRuns:
         await hosted.work()
         done = await hosted.get_run(paused["id"])
         assert set(done) == {*RUN_FIELDS, "output"}
-        assert done["status"] == "succeeded" and done["output"] == WEATHER_OUTPUT
+        assert done["status"] == "succeeded"
+        assert done["output"] == demo_answer("get_weather", WEATHER_OUTPUT)
         assert done["pending_tool_calls"] is None and done["error"] is None
 
     async def test_input_as_a_string_or_as_messages(self, hosted: HostedHarness) -> None:
@@ -732,7 +740,7 @@ class TestTranscript:
         assert result["tool_call_id"] == tool_call["id"]
         assert result["content"] == WEATHER_OUTPUT and result["name"] == "get_weather"
         assert result["tool_calls"] is None
-        assert answer["content"] == run["output"] == WEATHER_OUTPUT
+        assert answer["content"] == run["output"] == demo_answer("get_weather", WEATHER_OUTPUT)
         assert answer["tool_calls"] is None and answer["tool_call_id"] is None
 
     async def test_a_second_run_appends_and_leaves_the_first_unchanged(

@@ -13,6 +13,7 @@ from juru.review import DEFAULT_REJECTION
 from juru.settings import Settings
 from tests.conftest import start_client
 from tests.integration.test_playground_api import nodes, say
+from tests.support.hosted import demo_answer
 
 HITL = "Human-in-the-loop"
 EMAIL_ANA = "Send an email to ana@example.com about the weekly report"
@@ -107,7 +108,7 @@ async def test_approve_runs_the_tool(client: AsyncClient) -> None:
     [result] = results(resumed)
     assert result["name"] == "send_email" and result["failed"] is False
     assert "E-mail to ana@example.com" in result["content"]
-    assert resumed["answer"] == result["content"]
+    assert resumed["answer"] == demo_answer("send_email", result["content"])
     assert resumed["pending_review"] is None
 
 

@@ -59,6 +59,11 @@ RUN_FIELDS = frozenset(
 )
 
 
+def demo_answer(tool: str, output: str) -> str:
+    """The `juru/demo` model's answer from one tool result: a sentence quoting it."""
+    return f"[Juru demo model] The tool {tool} returned: {output.strip().rstrip('.')}."
+
+
 def api_error(response: Response, status: int, code: str) -> str:
     """Assert the `/v1` error shape, status and code; return the message."""
     assert response.status_code == status, response.text

@@ -79,6 +79,11 @@ def aggregate(chunks: list[AIMessageChunk]) -> AIMessageChunk:
     return total
 
 
+def calls_of(message: AIMessage) -> list[tuple[str, dict[str, Any]]]:
+    """A reply's tool calls without their ids (fresh on every call)."""
+    return [(call["name"], call["args"]) for call in message.tool_calls]
+
+
 def ask(messages: list[BaseMessage] | str, *tools: Any) -> AIMessage:
     runnable = model().bind_tools(list(tools)) if tools else model()
     return runnable.invoke(messages)
@@ -181,6 +186,34 @@ def test_tool_choice_forces_a_tool() -> None:
     assert nothing.invoke("weather in Oslo").tool_calls == []
 
 
+def test_tool_choice_in_openais_shapes() -> None:
+    named = {"type": "function", "function": {"name": "send_email"}}
+    only = model().bind_tools([get_weather, send_email], tool_choice=named)
+    # The message names the weather too, but a named choice calls that function alone.
+    assert [c["name"] for c in only.invoke("weather in Oslo").tool_calls] == ["send_email"]
+    required = model().bind_tools([get_weather, send_email], tool_choice="required")
+    assert [c["name"] for c in required.invoke("hello").tool_calls] == ["get_weather"]
+    assert [c["name"] for c in required.invoke("an email to bob").tool_calls] == ["send_email"]
+    nothing = model().bind_tools([get_weather], tool_choice="none")
+    reply = nothing.invoke("weather in Oslo")
+    assert reply.tool_calls == [] and 'You said: "weather in Oslo"' in reply.text
+
+
+def test_max_tokens_cuts_a_text_answer() -> None:
+    whole = model().invoke("Tell me a joke")
+    cut = model().bind(max_tokens=5).invoke("Tell me a joke")
+    assert cut.text == whole.text[:19] and whole.text.startswith(cut.text)
+    assert cut.usage_metadata is not None and cut.usage_metadata["output_tokens"] == 5
+    assert cut.response_metadata["finish_reason"] == "length"
+    assert whole.response_metadata["finish_reason"] == "stop"
+    streamed = aggregate(list(model().bind(max_tokens=5).stream("Tell me a joke")))
+    assert streamed.text == cut.text and streamed.usage_metadata == cut.usage_metadata
+    roomy = model().bind(max_tokens=10_000).invoke("Tell me a joke")
+    assert roomy.text == whole.text and roomy.response_metadata["finish_reason"] == "stop"
+    calls = model().bind_tools([get_weather]).bind(max_tokens=1).invoke("weather in Oslo")
+    assert calls_of(calls) == [("get_weather", {"location": "Oslo"})]
+
+
 # --- arguments --------------------------------------------------------------------------------
 
 
@@ -264,7 +297,16 @@ def test_single_tool_result_is_the_answer_and_no_tool_is_called_again() -> None:
     )
     result = ask(messages, get_weather, send_email)
     assert result.tool_calls == []
-    assert result.content == "It is sunny in Paris."
+    assert (
+        result.content == "[Juru demo model] The tool get_weather returned: It is sunny in Paris."
+    )
+
+
+def test_a_json_result_is_quoted_in_a_sentence() -> None:
+    result = '{"city": "Jakarta", "temp_c": 31}'
+    messages = _after_tools(ToolMessage(result, tool_call_id="call_1", name="get_weather"))
+    answer = ask(messages, get_weather).text
+    assert answer == f"[Juru demo model] The tool get_weather returned: {result}."
 
 
 def test_several_tool_results_give_one_line_per_tool() -> None:
@@ -274,7 +316,10 @@ def test_several_tool_results_give_one_line_per_tool() -> None:
     )
     result = ask(messages, get_weather, send_email)
     assert result.tool_calls == []
-    assert result.content == "get_weather: It is sunny in Paris.\nsend_email: Email sent."
+    assert result.content == (
+        "[Juru demo model] The tool get_weather returned: It is sunny in Paris. "
+        "The tool send_email returned: Email sent."
+    )
 
 
 def test_failed_tool_result_is_reported_plainly() -> None:
@@ -283,15 +328,17 @@ def test_failed_tool_result_is_reported_plainly() -> None:
     )
     result = ask(_after_tools(failed), get_weather)
     assert result.tool_calls == []
-    assert result.content == "The tool get_weather could not be run: Error: service unavailable"
+    assert result.content == (
+        "[Juru demo model] The tool get_weather failed: Error: service unavailable."
+    )
     both = ask(
         _after_tools(failed, ToolMessage("Email sent.", tool_call_id="call_2", name="send_email")),
         get_weather,
         send_email,
     )
     assert both.content == (
-        "get_weather: the tool could not be run: Error: service unavailable\n"
-        "send_email: Email sent."
+        "[Juru demo model] The tool get_weather failed: Error: service unavailable. "
+        "The tool send_email returned: Email sent."
     )
 
 
@@ -301,9 +348,9 @@ def test_tool_name_comes_from_the_ai_tool_call_when_missing() -> None:
         AIMessage(content="", tool_calls=[{"name": "get_weather", "args": {}, "id": "c1"}]),
         ToolMessage("Boom", tool_call_id="c1", status="error"),
     ]
-    assert ask(messages).content == "The tool get_weather could not be run: Boom"
+    assert ask(messages).content == "[Juru demo model] The tool get_weather failed: Boom."
     empty = [*messages[:2], ToolMessage("", tool_call_id="c1")]
-    assert ask(empty).content == "The tool get_weather returned no output."
+    assert ask(empty).content == "[Juru demo model] The tool get_weather returned: nothing."
 
 
 # --- memory -----------------------------------------------------------------------------------
@@ -381,20 +428,22 @@ def test_tool_calls_stream_as_one_chunk() -> None:
     assert len(streamed) == len(chunks) == 1
     assert [c["name"] for c in chunks[0].tool_call_chunks] == ["get_weather", "send_email"]
     total = aggregate(chunks)
-    assert total.tool_calls == invoked.tool_calls
+    assert calls_of(total) == calls_of(invoked)
     assert total.usage_metadata == invoked.usage_metadata
 
 
-def test_answers_are_deterministic() -> None:
+def test_answers_are_deterministic_but_call_ids_are_fresh() -> None:
     message = "What's the weather in Paris? Then email it to bob@example.com"
     first = ask(message, get_weather, send_email)
     second = ask(message, get_weather, send_email)
-    assert first.tool_calls == second.tool_calls
+    assert calls_of(first) == calls_of(second)
     assert first.usage_metadata == second.usage_metadata
     assert ask("hello").content == ask("hello").content
+    ids = [call["id"] for reply in (first, second) for call in reply.tool_calls]
+    assert len(set(ids)) == 4 and all(str(i).startswith("call_") for i in ids)
 
 
-def test_tool_call_ids_are_unique_within_a_conversation() -> None:
+def test_tool_call_ids_differ_across_conversations_and_turns() -> None:
     bound = model().bind_tools([get_weather])
     first = bound.invoke("weather in Oslo")
     messages: list[BaseMessage] = [
@@ -405,14 +454,16 @@ def test_tool_call_ids_are_unique_within_a_conversation() -> None:
         HumanMessage("weather in Oslo"),
     ]
     second = bound.invoke(messages)
-    assert first.tool_calls[0]["id"] != second.tool_calls[0]["id"]
+    other_city = bound.invoke("weather in Lima")
+    ids = {first.tool_calls[0]["id"], second.tool_calls[0]["id"], other_city.tool_calls[0]["id"]}
+    assert len(ids) == 3
 
 
 async def test_async_invoke_and_stream_match_sync() -> None:
     bound = model().bind_tools([get_weather])
     sync = bound.invoke("What is the weather in sf?")
     result = await bound.ainvoke("What is the weather in sf?")
-    assert result.tool_calls == sync.tool_calls
+    assert calls_of(result) == calls_of(sync)
     assert result.usage_metadata == sync.usage_metadata
     chunks = [chunk async for chunk in model().astream("Tell me a joke")]
     assert len(chunks) > 1
@@ -453,7 +504,9 @@ async def test_agent_loop_terminates_with_the_tool_answer() -> None:
         "ToolMessage",
         "AIMessage",
     ]
-    assert messages[-1].content == "It is sunny and 21 degrees in sf."
+    assert messages[-1].content == (
+        "[Juru demo model] The tool get_weather returned: It is sunny and 21 degrees in sf."
+    )
     assert messages[-1].tool_calls == []
 
 

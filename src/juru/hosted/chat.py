@@ -26,7 +26,6 @@ from juru.core.errors import (
     DomainError,
     InvalidRequestError,
     NotFoundError,
-    UnavailableError,
     UpstreamError,
 )
 from juru.core.text import public_message
@@ -159,7 +158,8 @@ class ChatCompletions:
                 f"model {model_id!r} is not in the catalog (GET /v1/models)", "model_not_found"
             ) from None
         except ProviderNotConfiguredError as error:
-            raise UnavailableError(str(error), "provider_unavailable") from None
+            # A 4xx: the SDKs retry 5xx answers, and no retry helps until the server is set up.
+            raise InvalidRequestError(str(error), "provider_not_configured") from None
 
     async def prepare(self, account_id: str, request: Mapping[str, Any]) -> PreparedChat:
         """Check the model, the balance and the messages; 4xx for anything wrong."""

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Header, Request
+from fastapi import Depends, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from juru.context import AppContext
 from juru.hosted.chat import ChatCompletions
@@ -45,13 +46,19 @@ def get_documents(request: Request) -> DocumentLibrary:
 
 
 RATE_LIMIT_HEADERS = "rate_limit_headers"
+# Declares the scheme in the OpenAPI description; `Access.admit` reads and checks the header.
+BEARER = HTTPBearer(
+    auto_error=False, scheme_name="bearer", description="An API key: `juru_live_...`."
+)
 
 
 async def current_account(
-    request: Request, authorization: Annotated[str | None, Header(include_in_schema=False)] = None
+    request: Request,
+    _credentials: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)],
 ) -> str:
     """The account a `/v1` request acts for: the owner of its Bearer key (401 without a live
     key, 429 past the account's rate limit)."""
+    authorization = request.headers.get("authorization")
     caller = await get_context(request).access.admit(authorization)
     setattr(request.state, RATE_LIMIT_HEADERS, caller.rate_limit.headers())
     return caller.account_id

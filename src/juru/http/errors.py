@@ -20,6 +20,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
+from starlette.routing import compile_path
 
 from juru.agents.registry import FeatureUnavailableError
 from juru.billing.rate_limits import RateLimitDecision
@@ -184,6 +185,16 @@ async def _runtime_error(_request: Request, error: Exception) -> JSONResponse:
     return JSONResponse({"error": error.message}, status_code=status_of(error))
 
 
+def allowed_methods(request: Request, fallback: str | None) -> str:
+    """Every method the published description has on the request's path (Starlette names
+    only the first matching route's, which is the `fallback`)."""
+    methods: set[str] = set()
+    for template, operations in request.app.openapi()["paths"].items():
+        if compile_path(template)[0].fullmatch(request.url.path):
+            methods |= {method.upper() for method in operations}
+    return ", ".join(sorted(methods)) if methods else (fallback or "")
+
+
 async def _http_error(request: Request, error: Exception) -> Response:
     """Routing (404 for no route, 405 for a wrong method) and the few `HTTPException`s."""
     assert isinstance(error, HTTPException)
@@ -196,10 +207,11 @@ async def _http_error(request: Request, error: Exception) -> Response:
     if error.status_code == 404 and error.detail == HTTPStatus.NOT_FOUND.phrase:
         return no_route_response(request.method, path)
     if error.status_code == 405:
-        allowed = headers.get("Allow") or headers.get("allow")
-        message = f"{request.method} is not allowed on {path}" + (
-            f"; allowed: {allowed}" if allowed else ""
-        )
+        given = {name.lower(): value for name, value in headers.items()}
+        allowed = allowed_methods(request, given.get("allow"))
+        headers = {name: value for name, value in headers.items() if name.lower() != "allow"}
+        headers["Allow"] = allowed
+        message = f"{request.method} is not allowed on {path}; allowed: {allowed}"
     else:
         message = str(error.detail)
     code = code_of_status(error.status_code)

@@ -20,6 +20,8 @@ from juru.models.demo import DemoChatModel
 
 BUILTIN_CATALOG = Path(__file__).with_name("catalog.toml")
 TOKENS_PER_PRICE_UNIT = Decimal(1_000_000)
+# `created` of a model whose entry gives none (2025-01-01 UTC): fixed, so model objects are stable.
+CATALOG_CREATED = 1_735_689_600
 
 
 class CatalogError(ValueError):
@@ -34,7 +36,15 @@ class UnknownModelError(KeyError):
 
 
 class ProviderNotConfiguredError(RuntimeError):
-    """The provider's credential is missing from the environment."""
+    """The provider's credential is missing from the environment (`variable` names it)."""
+
+    def __init__(self, model_id: str, variable: str) -> None:
+        super().__init__(
+            f"model {model_id} needs the provider credential {variable}, which is not set: "
+            f"set {variable} in the server's environment and restart it"
+        )
+        self.model_id = model_id
+        self.variable = variable
 
 
 class ProviderSpec(BaseModel):
@@ -59,6 +69,7 @@ class ModelSpec(BaseModel):
     input_rupiah_per_million: Decimal = Field(ge=0)
     output_rupiah_per_million: Decimal = Field(ge=0)
     agents: bool = False
+    created: int = Field(default=CATALOG_CREATED, ge=0)
 
     @property
     def provider(self) -> str:
@@ -146,9 +157,7 @@ class ModelCatalog:
         provider = self.providers[spec.provider]
         api_key = env.get(provider.api_key_env) if provider.api_key_env else None
         if provider.kind != "demo" and provider.api_key_required and not api_key:
-            raise ProviderNotConfiguredError(
-                f"model {model_id} needs {provider.api_key_env}, which is not set"
-            )
+            raise ProviderNotConfiguredError(model_id, str(provider.api_key_env))
         base_url = env.get(provider.base_url_env or "") or provider.base_url
         key = (model_id, base_url, api_key)
         if key not in self._chat_models:

@@ -1,14 +1,17 @@
-"""Juru's offline demo chat model ``juru/demo``: deterministic, tool-calling, no network.
+"""Juru's offline demo chat model ``juru/demo``: tool-calling, no network, the same answer to
+the same conversation (only tool-call ids are fresh each time, as a provider's are).
 
 Rules (system messages are ignored):
 
-* Conversation ends with ToolMessages: answer in text from the results after the last AI message
-  (one result: its content; several: a ``name: content`` line each; ``status="error"``: says the
-  tool could not be run). Never calls a tool again then, so agent loops always terminate.
+* Conversation ends with ToolMessages: a sentence per result after the last AI message, quoting
+  it ("The tool get_weather returned: {...}."; "... failed: ..." for ``status="error"``). Never
+  calls a tool again then, so agent loops always terminate.
 * Otherwise, for the last human message, call EVERY bound tool (in bound order) with a meaningful
   name word (split on ``_``/``-``/camelCase, generic words like get/send dropped) among the
   message words (simple plurals folded); else the one tool whose description shares most words
-  (length >= 4, no stop words) with it. ``tool_choice`` may force a tool, "any" or "none".
+  (length >= 4, no stop words) with it. ``tool_choice``: "none" calls nothing, "required" (or
+  "any") falls back to the first tool, a name or ``{"function": {"name": ...}}`` calls only it.
+* ``max_tokens`` cuts a text answer (``finish_reason`` "length"), never a tool call.
 * Arguments are filled from the message by property name and type (see ``argument_value``).
 * Text answers are labelled "[Juru demo model]" and remember "my name is X" / "nama saya X".
 * Usage: each message costs ``characters // 4 + 1`` tokens (an AI message's characters include
@@ -18,9 +21,9 @@ Rules (system messages are ignored):
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
@@ -96,13 +99,9 @@ def meaningful_words(text: str) -> set[str]:
     return {_normalise(w) for w in _raw_words(text) if len(w) >= 4 and w not in _STOPWORDS}
 
 
-def message_text(message: BaseMessage) -> str:
-    return str(message.text)
-
-
 def count_tokens(message: BaseMessage) -> int:
     """Deterministic token estimate: characters // 4 + 1 (tool calls count as name + JSON)."""
-    chars = len(message_text(message))
+    chars = len(str(message.text))
     if isinstance(message, AIMessage):
         chars += sum(
             len(c["name"]) + len(json.dumps(c["args"], default=str)) for c in message.tool_calls
@@ -137,14 +136,18 @@ def match_by_description(functions: Sequence[dict[str, Any]], message: str) -> l
 
 
 def select_tools(
-    functions: Sequence[dict[str, Any]], message: str, tool_choice: str | None = None
+    functions: Sequence[dict[str, Any]], message: str, tool_choice: Any = None
 ) -> list[dict[str, Any]]:
-    """Tools to call: forced by ``tool_choice`` (a name, or "any"/"required" as a fallback to
-    the first tool, or "none"), else by name, else by description."""
+    """Tools to call: forced by ``tool_choice`` (a name or OpenAI's ``{"function": {"name"}}``,
+    "any"/"required" as a fallback to the first tool, or "none"), else by name or description."""
+    if isinstance(tool_choice, dict):
+        tool_choice = (tool_choice.get("function") or {}).get("name")
     if tool_choice == "none":
         return []
     forced = [function for function in functions if function["name"] == tool_choice]
-    chosen = forced or match_by_name(functions, message) or match_by_description(functions, message)
+    if forced:
+        return forced
+    chosen = match_by_name(functions, message) or match_by_description(functions, message)
     return chosen or list(functions[:1] if tool_choice in ("any", "required") else [])
 
 
@@ -236,36 +239,28 @@ def fill_arguments(parameters: dict[str, Any], message: str) -> dict[str, Any]:
     return args
 
 
-def tool_call_id(position: int, index: int, name: str) -> str:
-    """A deterministic id, unique within a conversation (position = messages so far)."""
-    return "call_" + hashlib.sha256(f"{position}:{index}:{name}".encode()).hexdigest()[:16]
-
-
 # --- answering ---
-def _result_line(name: str, content: str, *, failed: bool, alone: bool) -> str:
-    if alone and failed:
-        return f"The tool {name} could not be run: {content}"
-    if alone:
-        return content or f"The tool {name} returned no output."
-    return f"{name}: " + (f"the tool could not be run: {content}" if failed else content)
+def _result_sentence(name: str, content: str, *, failed: bool) -> str:
+    said = content.strip().rstrip(".") or "nothing"
+    return f"The tool {name} {'failed' if failed else 'returned'}: {said}."
 
 
 def answer_from_tool_results(conversation: Sequence[BaseMessage]) -> str:
-    """Text answer from the ToolMessages after the last AI message (never a new tool call)."""
+    """A sentence per ToolMessage after the last AI message (never a new tool call)."""
     last_ai = max((i for i, m in enumerate(conversation) if isinstance(m, AIMessage)), default=-1)
     names: dict[str | None, str] = {}
     if last_ai >= 0 and isinstance(ai := conversation[last_ai], AIMessage):
         names = {call["id"]: call["name"] for call in ai.tool_calls}
     results = [m for m in conversation[last_ai + 1 :] if isinstance(m, ToolMessage)]
-    return "\n".join(
-        _result_line(
+    sentences = (
+        _result_sentence(
             result.name or names.get(result.tool_call_id) or "tool",
-            message_text(result) or str(result.content or ""),
+            str(result.text),
             failed=result.status == "error",
-            alone=len(results) == 1,
         )
         for result in results
     )
+    return " ".join([LABEL, *sentences])
 
 
 def remembered_name(earlier_human_texts: Sequence[str]) -> str | None:
@@ -297,13 +292,13 @@ def text_answer(message: str, earlier_human_texts: Sequence[str]) -> str:
 
 
 def decide(
-    messages: Sequence[BaseMessage], tools: Sequence[Any], tool_choice: str | None = None
+    messages: Sequence[BaseMessage], tools: Sequence[Any], tool_choice: Any = None
 ) -> tuple[str, list[ToolCall]]:
     """The whole decision: ``(text, tool_calls)`` for a conversation (exactly one is empty)."""
     conversation = [m for m in messages if not isinstance(m, SystemMessage)]
     if conversation and isinstance(conversation[-1], ToolMessage):
         return answer_from_tool_results(conversation), []
-    humans = [message_text(m) for m in conversation if isinstance(m, HumanMessage)]
+    humans = [str(m.text) for m in conversation if isinstance(m, HumanMessage)]
     current = humans[-1] if humans else ""
     if conversation and isinstance(conversation[-1], HumanMessage):
         chosen = select_tools(_function_specs(tools), current, tool_choice)
@@ -311,9 +306,9 @@ def decide(
             tool_call(
                 name=function["name"],
                 args=fill_arguments(function.get("parameters") or {}, current),
-                id=tool_call_id(len(messages), index, function["name"]),
+                id=f"call_{uuid.uuid4().hex[:24]}",
             )
-            for index, function in enumerate(chosen)
+            for function in chosen
         ]
         if calls:
             return "", calls
@@ -334,7 +329,7 @@ class DemoChatModel(BaseChatModel):
         self,
         tools: Sequence[dict[str, Any] | type | Callable[..., Any] | BaseTool],
         *,
-        tool_choice: str | None = None,
+        tool_choice: Any = None,
         **kwargs: Any,
     ) -> Runnable[LanguageModelInput, AIMessage]:
         """Bind tools (LangChain tools, functions or OpenAI dicts), stored in OpenAI format."""
@@ -344,14 +339,17 @@ class DemoChatModel(BaseChatModel):
 
     def _answer(self, messages: list[BaseMessage], kwargs: dict[str, Any]) -> AIMessage:
         text, calls = decide(messages, kwargs.get("tools") or [], kwargs.get("tool_choice"))
-        answer = AIMessage(content=text, tool_calls=calls)
+        # count_tokens is chars // 4 + 1, so 4 * max_tokens - 1 characters fit the budget.
+        limit = 4 * int(kwargs.get("max_tokens") or 0) - 1
+        cut = not calls and 0 <= limit < len(text)
+        answer = AIMessage(content=text[:limit] if cut else text, tool_calls=calls)
         prompt, output = sum(count_tokens(m) for m in messages), count_tokens(answer)
         answer.usage_metadata = UsageMetadata(
             input_tokens=prompt, output_tokens=output, total_tokens=prompt + output
         )
         answer.response_metadata = {
             "model_name": self.model,
-            "finish_reason": "tool_calls" if calls else "stop",
+            "finish_reason": "tool_calls" if calls else "length" if cut else "stop",
         }
         return answer
 

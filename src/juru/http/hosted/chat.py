@@ -10,9 +10,44 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from juru.hosted.chat import sse_lines
 from juru.http.deps import Account, Chat, Context, current_account
+from juru.http.hosted.chat_schemas import STREAM_DESCRIPTION, ChatCompletionOut
 from juru.http.limits import check_input_size
+from juru.http.openapi import ADMISSION_ERRORS, errors
 
-router = APIRouter(prefix="/v1", tags=["chat completions"], dependencies=[Depends(current_account)])
+router = APIRouter(
+    prefix="/v1",
+    tags=["chat completions"],
+    dependencies=[Depends(current_account)],
+    responses=ADMISSION_ERRORS,
+)
+# One event of the stream (Open API 3.1: an event stream's `schema` describes each event).
+STREAM_EVENT = {
+    "description": STREAM_DESCRIPTION,
+    "anyOf": [
+        {"type": "object", "required": ["data"], "properties": {"data": {"const": "[DONE]"}}},
+        {
+            "type": "object",
+            "required": ["data"],
+            "properties": {
+                "data": {
+                    "type": "string",
+                    "contentMediaType": "application/json",
+                    "contentSchema": {
+                        "anyOf": [
+                            {"$ref": "#/components/schemas/ChatCompletionChunk"},
+                            {"$ref": "#/components/schemas/ErrorEnvelope"},
+                        ]
+                    },
+                }
+            },
+        },
+    ],
+}
+ANSWER = {
+    "model": ChatCompletionOut,
+    "description": "A `chat.completion`, or with `stream: true` a stream of chunks.",
+    "content": {"text/event-stream": {"schema": STREAM_EVENT}},
+}
 
 
 class StreamOptions(BaseModel):
@@ -26,8 +61,12 @@ class ChatCompletionIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    model: str = Field(min_length=1, description="A catalog id, e.g. `openai/gpt-4o`.")
-    messages: list[dict[str, Any]] = Field(min_length=1)
+    model: str = Field(
+        min_length=1, description="A catalog id, e.g. `openai/gpt-4o`.", examples=["juru/demo"]
+    )
+    messages: list[dict[str, Any]] = Field(
+        min_length=1, examples=[[{"role": "user", "content": "What is the weather in Jakarta?"}]]
+    )
     tools: list[dict[str, Any]] | None = Field(default=None, max_length=128)
     tool_choice: Literal["none", "auto", "required"] | dict[str, Any] | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
@@ -48,7 +87,11 @@ class ChatCompletionIn(BaseModel):
         return body
 
 
-@router.post("/chat/completions", response_model=None)
+@router.post(
+    "/chat/completions",
+    response_model=None,
+    responses={200: ANSWER, **errors(400, 402, 404, 413, 502)},
+)
 async def chat_completions(
     body: ChatCompletionIn, account: Account, chat: Chat, context: Context
 ) -> Response:

@@ -2,30 +2,41 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, File, Form, Query, UploadFile
 from fastapi.responses import Response
 
 from juru.hosted.documents import Upload
 from juru.http.deps import Account, Documents, Files, current_account
-from juru.http.hosted.schemas import DocumentOut, FileOut, ListOut
+from juru.http.hosted.schemas import DeletedOut, DocumentList, DocumentOut, FileOut
+from juru.http.openapi import ADMISSION_ERRORS, errors
 from juru.store.pages import PageRequest
 
 router = APIRouter(
-    prefix="/v1", tags=["files and documents"], dependencies=[Depends(current_account)]
+    prefix="/v1",
+    tags=["files and documents"],
+    dependencies=[Depends(current_account)],
+    responses=ADMISSION_ERRORS,
 )
 Limit = Annotated[int, Query(ge=1, le=100, description="Items per page.")]
 After = Annotated[str | None, Query(description="Cursor: the id after which the page starts.")]
 
 
-@router.get("/files/{file_id}")
+@router.get("/files/{file_id}", responses=errors(404))
 async def get_file(file_id: str, account: Account, files: Files) -> FileOut:
     """A file's metadata (audio made by `text_to_speech`), with the URL of its content."""
     return FileOut.of(await files.file(account, file_id))
 
 
-@router.get("/files/{file_id}/content", response_class=Response)
+@router.get(
+    "/files/{file_id}/content",
+    response_class=Response,
+    responses={
+        200: {"description": "The bytes (`audio/wav` for speech).", "content": {"*/*": {}}},
+        **errors(404),
+    },
+)
 async def get_file_content(file_id: str, account: Account, files: Files) -> Response:
     """The file's bytes, with its content type."""
     record, data = await files.content(account, file_id)
@@ -35,7 +46,7 @@ async def get_file_content(file_id: str, account: Account, files: Files) -> Resp
     )
 
 
-@router.post("/documents", status_code=201)
+@router.post("/documents", status_code=201, responses=errors(400, 413, 415))
 async def upload_document(
     account: Account,
     documents: Documents,
@@ -49,23 +60,21 @@ async def upload_document(
     return DocumentOut.of(await documents.add(account, upload))
 
 
-@router.get("/documents")
+@router.get("/documents", responses=errors(400))
 async def list_documents(
     account: Account, documents: Documents, limit: Limit = 20, after: After = None
-) -> ListOut[DocumentOut]:
+) -> DocumentList:
     found = await documents.documents(account, PageRequest(limit=limit, after=after))
-    return ListOut.of(found, [DocumentOut.of(d) for d in found.items], lambda d: d.id)
+    return DocumentList.of(found, [DocumentOut.of(d) for d in found.items], lambda d: d.id)
 
 
-@router.get("/documents/{document_id}")
+@router.get("/documents/{document_id}", responses=errors(404))
 async def get_document(document_id: str, account: Account, documents: Documents) -> DocumentOut:
     return DocumentOut.of(await documents.document(account, document_id))
 
 
-@router.delete("/documents/{document_id}")
-async def delete_document(
-    document_id: str, account: Account, documents: Documents
-) -> dict[str, Any]:
+@router.delete("/documents/{document_id}", responses=errors(404))
+async def delete_document(document_id: str, account: Account, documents: Documents) -> DeletedOut:
     """Delete the document and its chunks; `rag_search` stops finding it at once."""
     await documents.delete(account, document_id)
-    return {"id": document_id, "deleted": True}
+    return DeletedOut(id=document_id)

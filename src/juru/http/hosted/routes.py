@@ -2,31 +2,57 @@
 
 from __future__ import annotations
 
+import re
 from datetime import date
-from typing import Annotated, Any
+from typing import Annotated
 
-from fastapi import APIRouter, Body, Depends, Header, Query
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Body, Depends, Header, Path, Query
+from pydantic import BeforeValidator
 
+from juru.core.errors import NotFoundError
+from juru.hosted.service import MAX_WAIT_SECONDS
 from juru.http.deps import Account, Context, Hosted, current_account
 from juru.http.hosted.schemas import (
     AgentIn,
+    AgentList,
     AgentOut,
     AgentPatch,
-    ListOut,
+    DeletedOut,
+    MessageList,
     MessageOut,
+    ModelListOut,
     ModelOut,
     RunIn,
+    RunList,
     RunOut,
     ThreadIn,
+    ThreadList,
     ThreadOut,
     ToolOutputsIn,
     UsageOut,
 )
 from juru.http.limits import check_input_size
+from juru.http.openapi import ADMISSION_ERRORS, errors
+from juru.models.catalog import UnknownModelError
 from juru.store.pages import PageRequest
 
-router = APIRouter(prefix="/v1", tags=["hosted agents"], dependencies=[Depends(current_account)])
+router = APIRouter(
+    prefix="/v1",
+    tags=["hosted agents"],
+    dependencies=[Depends(current_account)],
+    responses=ADMISSION_ERRORS,
+)
+ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _iso_day(value: object) -> object:
+    # pydantic alone would also read `0` or `1700000000` as a day (a Unix time).
+    if isinstance(value, str) and not ISO_DAY.fullmatch(value):
+        raise ValueError("must be a day written YYYY-MM-DD")
+    return value
+
+
+Day = Annotated[date, BeforeValidator(_iso_day)]
 Limit = Annotated[int, Query(ge=1, le=100, description="Items per page.")]
 After = Annotated[str | None, Query(description="Cursor: the id after which the page starts.")]
 
@@ -36,43 +62,56 @@ def page(limit: int, after: str | None) -> PageRequest:
 
 
 @router.get("/models")
-async def list_models(context: Context) -> dict[str, Any]:
+async def list_models(context: Context) -> ModelListOut:
     """The model catalog: prices in Rupiah per million tokens, and which models drive agents."""
-    data = [ModelOut.of(model).model_dump(mode="json") for model in context.catalog.models()]
-    return {"object": "list", "data": data}
+    return ModelListOut(data=[ModelOut.of(model) for model in context.catalog.models()])
 
 
-@router.get("/usage")
+# `:path` because ids hold a slash (`juru/demo`), which OpenAI's SDKs send unescaped.
+@router.get("/models/{model_id:path}", responses=errors(404))
+async def get_model(
+    model_id: Annotated[str, Path(examples=["juru/demo"])], context: Context
+) -> ModelOut:
+    """One catalog model (404 `model_not_found` for an id the catalog does not hold)."""
+    try:
+        return ModelOut.of(context.catalog.get(model_id))
+    except UnknownModelError:
+        raise NotFoundError(
+            f"model {model_id!r} is not in the catalog", "model_not_found"
+        ) from None
+
+
+@router.get("/usage", responses=errors(400))
 async def usage(
     account: Account,
     hosted: Hosted,
-    since: Annotated[date | None, Query(alias="from", description="First day (UTC).")] = None,
-    until: Annotated[date | None, Query(alias="to", description="Last day (UTC).")] = None,
+    since: Annotated[Day | None, Query(alias="from", description="First day (UTC).")] = None,
+    until: Annotated[Day | None, Query(alias="to", description="Last day (UTC).")] = None,
 ) -> UsageOut:
     """The account's charges summed by day, source (`agent` or `chat`) and model."""
     return UsageOut.of(await hosted.usage(account, since, until))
 
 
-@router.post("/agents", status_code=201)
+@router.post("/agents", status_code=201, responses=errors(400, 413))
 async def create_agent(body: AgentIn, account: Account, hosted: Hosted) -> AgentOut:
     """Define an agent: model, system prompt, client tools, built-in tools, step limit."""
     return AgentOut.of(await hosted.create_agent(account, body.model_dump()))
 
 
-@router.get("/agents")
+@router.get("/agents", responses=errors(400))
 async def list_agents(
     account: Account, hosted: Hosted, limit: Limit = 20, after: After = None
-) -> ListOut[AgentOut]:
+) -> AgentList:
     found = await hosted.agents(account, page(limit, after))
-    return ListOut.of(found, [AgentOut.of(a) for a in found.items], lambda a: a.id)
+    return AgentList.of(found, [AgentOut.of(a) for a in found.items], lambda a: a.id)
 
 
-@router.get("/agents/{agent_id}")
+@router.get("/agents/{agent_id}", responses=errors(404))
 async def get_agent(agent_id: str, account: Account, hosted: Hosted) -> AgentOut:
     return AgentOut.of(await hosted.agent(account, agent_id))
 
 
-@router.patch("/agents/{agent_id}")
+@router.patch("/agents/{agent_id}", responses=errors(400, 404, 413))
 async def update_agent(
     agent_id: str, body: AgentPatch, account: Account, hosted: Hosted
 ) -> AgentOut:
@@ -80,14 +119,14 @@ async def update_agent(
     return AgentOut.of(await hosted.update_agent(account, agent_id, changes))
 
 
-@router.delete("/agents/{agent_id}")
-async def delete_agent(agent_id: str, account: Account, hosted: Hosted) -> dict[str, Any]:
+@router.delete("/agents/{agent_id}", responses=errors(404))
+async def delete_agent(agent_id: str, account: Account, hosted: Hosted) -> DeletedOut:
     """Delete the agent with its threads, runs and their conversation state."""
     await hosted.delete_agent(account, agent_id)
-    return {"id": agent_id, "deleted": True}
+    return DeletedOut(id=agent_id)
 
 
-@router.post("/agents/{agent_id}/threads", status_code=201)
+@router.post("/agents/{agent_id}/threads", status_code=201, responses=errors(400, 404, 413))
 async def create_thread(
     agent_id: str,
     account: Account,
@@ -98,37 +137,39 @@ async def create_thread(
     return ThreadOut.of(await hosted.create_thread(account, agent_id, body.title, body.metadata))
 
 
-@router.get("/agents/{agent_id}/threads")
+@router.get("/agents/{agent_id}/threads", responses=errors(400, 404))
 async def list_threads(
     agent_id: str, account: Account, hosted: Hosted, limit: Limit = 20, after: After = None
-) -> ListOut[ThreadOut]:
+) -> ThreadList:
     found = await hosted.threads(account, agent_id, page(limit, after))
-    return ListOut.of(found, [ThreadOut.of(t) for t in found.items], lambda t: t.id)
+    return ThreadList.of(found, [ThreadOut.of(t) for t in found.items], lambda t: t.id)
 
 
-@router.get("/threads/{thread_id}")
+@router.get("/threads/{thread_id}", responses=errors(404))
 async def get_thread(thread_id: str, account: Account, hosted: Hosted) -> ThreadOut:
     return ThreadOut.of(await hosted.thread(account, thread_id))
 
 
-@router.get("/threads/{thread_id}/messages")
+@router.get("/threads/{thread_id}/messages", responses=errors(400, 404))
 async def list_messages(
     thread_id: str, account: Account, hosted: Hosted, limit: Limit = 100, after: After = None
-) -> ListOut[MessageOut]:
+) -> MessageList:
     """The thread's transcript in the order it was said, with the run behind each message."""
     found = await hosted.messages(account, thread_id, limit, after)
-    return ListOut.of(found, [MessageOut.of(m) for m in found.items], lambda m: m.message_id)
+    return MessageList.of(found, [MessageOut.of(m) for m in found.items], lambda m: m.message_id)
 
 
-@router.get("/threads/{thread_id}/runs")
+@router.get("/threads/{thread_id}/runs", responses=errors(400, 404))
 async def list_runs(
     thread_id: str, account: Account, hosted: Hosted, limit: Limit = 20, after: After = None
-) -> ListOut[dict[str, Any]]:
+) -> RunList:
     found = await hosted.runs(account, thread_id, page(limit, after))
-    return ListOut.of(found, [RunOut.of(run) for run in found.items], lambda run: run.id)
+    return RunList.of(found, [RunOut.of(run) for run in found.items], lambda run: run.id)
 
 
-@router.post("/threads/{thread_id}/runs", status_code=202)
+@router.post(
+    "/threads/{thread_id}/runs", status_code=202, responses=errors(400, 404, 409, 413, 422)
+)
 async def create_run(
     thread_id: str,
     body: RunIn,
@@ -136,16 +177,16 @@ async def create_run(
     hosted: Hosted,
     context: Context,
     idempotency_key: Annotated[str | None, Header(max_length=255)] = None,
-) -> JSONResponse:
-    """Start a background run. The same Idempotency-Key on the thread within 24 hours returns
-    the same run (422 `idempotency_key_reused` if the body differs)."""
+) -> RunOut:
+    """Start a background run (409 `thread_busy` while another run of the thread is active).
+    The same Idempotency-Key on the thread within 24 hours returns the same run (422
+    `idempotency_key_reused` if the body differs)."""
     messages = body.messages()
     check_input_size(messages, context.settings, "input")
-    run = await hosted.create_run(account, thread_id, messages, idempotency_key)
-    return JSONResponse(RunOut.of(run), status_code=202)
+    return RunOut.of(await hosted.create_run(account, thread_id, messages, idempotency_key))
 
 
-@router.get("/runs/{run_id}")
+@router.get("/runs/{run_id}", responses=errors(400, 404))
 async def get_run(
     run_id: str,
     account: Account,
@@ -153,26 +194,29 @@ async def get_run(
     wait: Annotated[
         float,
         Query(
+            ge=0,
+            le=MAX_WAIT_SECONDS,
             description="Seconds (at most 30) to wait while the run is queued or running: the "
-            "answer comes as soon as it needs your tool outputs or has ended."
+            "answer comes as soon as it needs your tool outputs or has ended.",
         ),
     ] = 0,
-) -> dict[str, Any]:
+) -> RunOut:
     if wait:
         return RunOut.of(await hosted.wait_while_working(account, run_id, wait))
     return RunOut.of(await hosted.run(account, run_id))
 
 
-@router.post("/runs/{run_id}/tool_outputs")
+@router.post("/runs/{run_id}/tool_outputs", responses=errors(400, 404, 409, 413))
 async def submit_tool_outputs(
     run_id: str, body: ToolOutputsIn, account: Account, hosted: Hosted
-) -> dict[str, Any]:
-    """Answer every pending tool call of a run in `requires_action`, in one request."""
+) -> RunOut:
+    """Answer every pending tool call of a run in `requires_action`, in one request (409
+    `run_not_waiting` otherwise)."""
     outputs = [item.model_dump() for item in body.outputs]
     return RunOut.of(await hosted.submit_tool_outputs(account, run_id, outputs))
 
 
-@router.post("/runs/{run_id}/cancel")
-async def cancel_run(run_id: str, account: Account, hosted: Hosted) -> dict[str, Any]:
+@router.post("/runs/{run_id}/cancel", responses=errors(404))
+async def cancel_run(run_id: str, account: Account, hosted: Hosted) -> RunOut:
     """Cancel an active run; a run that already ended is returned unchanged."""
     return RunOut.of(await hosted.cancel_run(account, run_id))

@@ -12,12 +12,15 @@ from pydantic import (
     Field,
     PlainSerializer,
     SerializerFunctionWrapHandler,
+    computed_field,
     field_validator,
     model_serializer,
     model_validator,
 )
 
+from juru.core.states import RunStatus
 from juru.hosted.agents import parameters_problem
+from juru.models.catalog import ModelSpec
 from juru.store.pages import Page
 from juru.store.records import RunRecord, TranscriptMessage
 from juru.store.usage import UsageLine
@@ -81,27 +84,30 @@ class ToolIn(_Body):
 
 class AgentIn(_Body):
     name: str = Field(min_length=1, max_length=200)
-    model_id: str = Field(min_length=1, max_length=200)
+    model_id: str = Field(min_length=1, max_length=200, examples=["juru/demo"])
     system_prompt: str = Field(default="", max_length=100_000)
     tools: list[ToolIn] = Field(default_factory=list, max_length=MAX_TOOLS)
     builtin_tools: list[str] = Field(default_factory=list)
     max_steps: int = Field(default=20, ge=1, le=40)
 
 
-class AgentPatch(_Body):
-    name: str | None = Field(default=None, min_length=1, max_length=200)
-    model_id: str | None = Field(default=None, min_length=1, max_length=200)
-    system_prompt: str | None = Field(default=None, max_length=100_000)
-    tools: list[ToolIn] | None = Field(default=None, max_length=MAX_TOOLS)
-    builtin_tools: list[str] | None = None
-    max_steps: int | None = Field(default=None, ge=1, le=40)
+def _unset(**constraints: Any) -> Any:
+    """A PATCH field: absent means unchanged, and `null` is refused (the type is not nullable,
+    so the published schema says so too)."""
+    return Field(default=None, json_schema_extra=_without_default, **constraints)
 
-    @model_validator(mode="after")
-    def _no_nulls(self) -> AgentPatch:
-        for name in self.model_fields_set:
-            if getattr(self, name) is None:
-                raise ValueError(f"{name} cannot be null")
-        return self
+
+def _without_default(schema: dict[str, Any]) -> None:
+    schema.pop("default", None)
+
+
+class AgentPatch(_Body):
+    name: str = _unset(min_length=1, max_length=200)
+    model_id: str = _unset(min_length=1, max_length=200)
+    system_prompt: str = _unset(max_length=100_000)
+    tools: list[ToolIn] = _unset(max_length=MAX_TOOLS)
+    builtin_tools: list[str] = _unset()
+    max_steps: int = _unset(ge=1, le=40)
 
 
 class ThreadIn(_Body):
@@ -140,12 +146,31 @@ class ToolOutputsIn(_Body):
     outputs: list[ToolOutputIn] = Field(min_length=1)
 
 
+def _absent(value: object) -> bool:
+    return value is None
+
+
+class FunctionOut(BaseModel):
+    """A client tool's function as it was defined (extra keys such as `strict` are kept)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    description: str | None = Field(default=None, exclude_if=_absent)
+    parameters: dict[str, Any] | None = Field(default=None, exclude_if=_absent)
+
+
+class ToolOut(BaseModel):
+    type: Literal["function"]
+    function: FunctionOut
+
+
 class AgentOut(_View):
     id: str
     name: str
     model_id: str
     system_prompt: str
-    tools: list[dict[str, Any]]
+    tools: list[ToolOut]
     builtin_tools: list[str]
     max_steps: int
     created_at: datetime
@@ -172,7 +197,7 @@ class RunOut(BaseModel):
     id: str
     thread_id: str
     agent_id: str
-    status: str
+    status: RunStatus
     step_count: int
     max_steps: int
     cost_rupiah: Rupiah
@@ -180,13 +205,15 @@ class RunOut(BaseModel):
     error: str | None
     created_at: datetime
     updated_at: datetime
-    output: str | None = None
+    output: str | None = Field(
+        default=None, exclude_if=_absent, description="The answer, once the run succeeded."
+    )
 
     @classmethod
-    def of(cls, run: RunRecord) -> dict[str, Any]:
-        view = cls.model_validate(run, from_attributes=True).model_dump(mode="json")
-        if run.status != "succeeded":
-            view.pop("output")
+    def of(cls, run: RunRecord) -> RunOut:
+        view = cls.model_validate(run, from_attributes=True)
+        if view.status != RunStatus.SUCCEEDED:
+            view.output = None
         return view
 
 
@@ -194,7 +221,7 @@ class MessageOut(BaseModel):
     id: str
     thread_id: str
     run_id: str | None
-    role: str
+    role: Literal["user", "assistant", "system", "tool"]
     content: str
     tool_calls: list[PendingToolCall] | None
     tool_call_id: str | None
@@ -226,17 +253,44 @@ class ListOut(BaseModel, Generic[T]):
     next_cursor: str | None
 
     @classmethod
-    def of(cls, page: Page[Any], items: list[T], cursor_of: Any) -> ListOut[T]:
+    def of(cls, page: Page[Any], items: list[T], cursor_of: Any) -> Self:
         cursor = cursor_of(page.items[-1]) if page.has_more and page.items else None
         return cls(data=items, has_more=page.has_more, next_cursor=cursor)
 
 
-class ModelOut(_View):
+class ModelOut(BaseModel):
+    """A catalog model, in OpenAI's model shape with Juru's prices added."""
+
     id: str
+    object: Literal["model"] = "model"
+    created: int = Field(description="When the catalog entry was made (Unix seconds).")
+    owned_by: str = Field(description="The provider, e.g. `openai` or `juru`.")
     label: str
     input_rupiah_per_million: Rupiah
     output_rupiah_per_million: Rupiah
-    agents: bool
+    agents: bool = Field(description="Whether the model may drive hosted agents.")
+
+    @classmethod
+    def of(cls, model: ModelSpec) -> ModelOut:
+        return cls(
+            id=model.id,
+            created=model.created,
+            owned_by=model.provider,
+            label=model.label,
+            input_rupiah_per_million=model.input_rupiah_per_million,
+            output_rupiah_per_million=model.output_rupiah_per_million,
+            agents=model.agents,
+        )
+
+
+class ModelListOut(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelOut]
+
+
+class DeletedOut(BaseModel):
+    id: str
+    deleted: Literal[True] = True
 
 
 class UsageLineOut(_View):
@@ -273,11 +327,11 @@ class FileOut(_View):
     run_id: str | None
     created_at: datetime
 
-    @model_serializer(mode="wrap")
-    def _with_url(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        data["url"] = f"/v1/files/{self.id}/content"
-        return data
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def url(self) -> str:
+        """Where the file's bytes are served."""
+        return f"/v1/files/{self.id}/content"
 
 
 class DocumentOut(_View):
@@ -290,3 +344,24 @@ class DocumentOut(_View):
     characters: int
     chunk_count: int
     created_at: datetime
+
+
+# Named pages, so the description shows `AgentList` rather than `ListOut_AgentOut_`.
+class AgentList(ListOut[AgentOut]):
+    pass
+
+
+class ThreadList(ListOut[ThreadOut]):
+    pass
+
+
+class MessageList(ListOut[MessageOut]):
+    pass
+
+
+class RunList(ListOut[RunOut]):
+    pass
+
+
+class DocumentList(ListOut[DocumentOut]):
+    pass
