@@ -99,6 +99,7 @@ async def objects(edges: HostedHarness) -> dict[str, str]:
         "run_id": run["id"],
         "document_id": document["id"],
         "file_id": "file_00000000000000aaaaaaaaaa",
+        "model_id": "juru/demo",
     }
 
 
