@@ -137,7 +137,7 @@ async def open_context(
     try:
         await events.start()
         async with open_checkpointer(
-            database, engine.write_queue, settings.sqlite_busy_timeout_ms
+            database, engine, settings.sqlite_busy_timeout_ms
         ) as checkpointer:
             registry = FeatureRegistry(features, checkpointer)
             limits = limits or RunLimits(lease_seconds=settings.lease_seconds)

@@ -25,7 +25,6 @@ from juru.store.migrations import upgrade_to_head
 from juru.store.tables import playground_threads
 from juru.store.transactions import write
 from juru.store.urls import DatabaseUrl
-from juru.store.write_queue import SqliteWriteQueue
 
 WRITES = 60
 
@@ -70,12 +69,11 @@ async def test_writers_of_two_engines_and_the_checkpointer_queue(
     database = DatabaseUrl.parse(url)
     upgrade_to_head(database)
     first, second = open_database(database), open_database(database)
-    assert isinstance(first.write_queue, SqliteWriteQueue)
     other = subprocess.Popen(
         [sys.executable, "-c", OTHER_PROCESS, url, str(WRITES)], stderr=subprocess.PIPE
     )
     try:
-        async with open_checkpointer(database, first.write_queue) as saver:
+        async with open_checkpointer(database, first) as saver:
 
             async def one(index: int) -> None:
                 engine = first if index % 2 else second

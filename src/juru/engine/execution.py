@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,7 +34,6 @@ from juru.engine.machine import RunMachine
 from juru.engine.transcript import transcript_entries
 from juru.models.catalog import ModelCatalog
 from juru.store import hosted as hosted_store
-from juru.store.checkpointer import settle_checkpointer
 from juru.store.outage import is_outage
 from juru.store.pruning import prune_checkpoints
 from juru.store.records import RunRecord
@@ -122,7 +120,6 @@ class RunExecution:
             self.lease_lost = True
             logger.info("run %s left worker %s mid-step", self.run.id, self.worker)
         except asyncio.CancelledError:
-            await settle_checkpointer(self.context.checkpointer)
             if not self.lease_lost:
                 raise
             logger.info(
@@ -133,16 +130,14 @@ class RunExecution:
         except Exception as error:
             if not is_outage(error):
                 raise
-            await self._stop_for_outage(error)
+            self._stop_for_outage(error)
         finally:
             done.set()
             await guard
 
-    async def _stop_for_outage(self, error: BaseException) -> None:
+    def _stop_for_outage(self, error: BaseException) -> None:
         """The database stopped answering: not the run's failure. The run stays `running`;
         its lease lapses and a worker takes it up again from its checkpoint."""
-        with contextlib.suppress(Exception):
-            await settle_checkpointer(self.context.checkpointer)
         logger.warning(
             "run %s stopped in worker %s: the database is not answering (%s); "
             "it resumes from its checkpoint once its lease lapses",

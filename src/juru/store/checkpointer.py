@@ -2,47 +2,137 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-import aiosqlite
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from langgraph.checkpoint.sqlite import SqliteSaver
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from juru.store.database import SQLITE_BUSY_TIMEOUT_MS
+from juru.store.database import SQLITE_BUSY_TIMEOUT_MS, Database, SqliteReader, open_database
 from juru.store.urls import DatabaseUrl
-from juru.store.write_queue import SqliteWriteQueue
+from juru.store.write_queue import SqliteWriter
 
 POSTGRES_POOL_MAX = 10
+_LATEST = (
+    "SELECT checkpoint_ns, MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? "
+    "GROUP BY checkpoint_ns"
+)
+_KEEP_LATEST = (
+    f"DELETE FROM writes WHERE thread_id = ? AND (checkpoint_ns, checkpoint_id) NOT IN ({_LATEST})",
+    "DELETE FROM checkpoints WHERE thread_id = ? AND (checkpoint_ns, checkpoint_id) NOT IN "
+    f"({_LATEST})",
+)
+
+
+class ThreadedSqliteSaver(SqliteSaver):
+    """LangGraph's SQLite saver with its async methods run in the database's threads: reads in
+    the reader threads, writes in the writer thread under the file's write lock (so they queue
+    with the store's writes and never hold the lock across turns of the event loop). Every
+    call runs to its end in its thread, so a cancelled caller leaves no transaction open."""
+
+    def __init__(self, conn: sqlite3.Connection, writer: SqliteWriter, reader: SqliteReader):
+        super().__init__(conn)
+        self._writer, self._reader = writer, reader
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await self._reader.call(self.get_tuple, config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        def read() -> list[CheckpointTuple]:
+            return list(self.list(config, filter=filter, before=before, limit=limit))
+
+        for item in await self._reader.call(read):
+            yield item
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, Any]:
+        def read() -> Mapping[str, Any]:
+            return self.get_delta_channel_history(config=config, channels=channels)
+
+        return await self._reader.call(read)
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return await self._writer.call(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await self._writer.call(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self._writer.call(self.delete_thread, thread_id)
+
+    async def keep_latest(self, thread_id: str) -> None:
+        """Drop every checkpoint of the thread but the latest (per namespace), with its writes."""
+
+        def prune() -> None:
+            with self.cursor() as cursor:
+                for statement in _KEEP_LATEST:
+                    cursor.execute(statement, (thread_id, thread_id))
+
+        await self._writer.call(prune)
+
+
+def _sqlite_connection(database: DatabaseUrl, busy_timeout_ms: int) -> sqlite3.Connection:
+    # Used by the reader threads and the writer thread in turn (the saver's lock orders them).
+    connection = sqlite3.connect(database.sqlite_path, check_same_thread=False)
+    connection.execute("PRAGMA journal_mode=WAL")
+    connection.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+    return connection
 
 
 @asynccontextmanager
 async def open_checkpointer(
     database: DatabaseUrl,
-    write_queue: SqliteWriteQueue | None = None,
+    engine: Database | None = None,
     busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS,
 ) -> AsyncIterator[BaseCheckpointSaver[str]]:
     """Open (and set up) the SQLite or PostgreSQL saver for `database`.
 
-    On SQLite with a `write_queue`, the saver's connection waits in that queue (the engine's)
-    instead of in its own lock, so its writes never meet the busy handler either.
+    On SQLite the saver runs in the threads of `engine` (the same file's `Database`; one is
+    opened for the saver alone when none is given).
     """
     if database.is_sqlite:
-        database.ensure_directory()
-        async with aiosqlite.connect(database.sqlite_path) as connection:
-            await connection.execute("PRAGMA journal_mode=WAL")
-            await connection.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-            sqlite_saver = AsyncSqliteSaver(connection)
-            if write_queue is not None:
-                # The saver serialises every use of its connection on `lock`.
-                sqlite_saver.lock = write_queue.saver_lock()  # type: ignore[assignment]
-            await sqlite_saver.setup()
-            yield sqlite_saver
+        async with _sqlite_threads(database, engine, busy_timeout_ms) as (writer, reader):
+            connection = await asyncio.to_thread(_sqlite_connection, database, busy_timeout_ms)
+            try:
+                saver = ThreadedSqliteSaver(connection, writer, reader)
+                await writer.call(saver.setup)
+                yield saver
+            finally:
+                await reader.call(connection.close)
         return
     options: dict[str, Any] = {"prepare_threshold": 0, "row_factory": dict_row}
     # The saver's migrations create indexes concurrently: outside a transaction.
@@ -65,13 +155,17 @@ async def open_checkpointer(
         yield AsyncPostgresSaver(pool)  # type: ignore[arg-type]
 
 
-async def settle_checkpointer(checkpointer: BaseCheckpointSaver[Any]) -> None:
-    """Roll back a checkpoint write that a cancelled task left half-done.
-
-    The SQLite saver shares one connection; a write cancelled before its COMMIT would keep the
-    database locked for everyone else.
-    """
-    if isinstance(checkpointer, AsyncSqliteSaver):
-        async with checkpointer.lock:
-            if checkpointer.conn.in_transaction:
-                await checkpointer.conn.rollback()
+@asynccontextmanager
+async def _sqlite_threads(
+    database: DatabaseUrl, engine: Database | None, busy_timeout_ms: int
+) -> AsyncIterator[tuple[SqliteWriter, SqliteReader]]:
+    if engine is not None:
+        assert engine.writer is not None and engine.reader is not None
+        yield engine.writer, engine.reader
+        return
+    own = open_database(database, busy_timeout_ms)
+    assert own.writer is not None and own.reader is not None
+    try:
+        yield own.writer, own.reader
+    finally:
+        await own.dispose()

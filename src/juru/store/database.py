@@ -1,8 +1,9 @@
 """`Database`: the store's handle on one database, the only one the rest of Juru holds.
 
-It owns the async SQLAlchemy engine the store's reads (and, on PostgreSQL, its writes) run on,
-on SQLite the writer thread that runs the store's writes and the write queue the checkpointer
-waits in, and the write transactions in progress; nothing outside `juru.store` touches them.
+It owns the async SQLAlchemy engine (every query on PostgreSQL; on SQLite only tests use it
+directly), on SQLite the writer thread that runs every write of the process (the store's and
+the checkpointer's) and the reader threads every read runs in, and the write transactions in
+progress; nothing outside `juru.store` touches them.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import asyncio
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
+from functools import partial
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, Executable, RowMapping, Table, create_engine, event, text
@@ -20,7 +22,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from juru.store.urls import DatabaseUrl
-from juru.store.write_queue import SqliteWriteQueue, SqliteWriter
+from juru.store.write_queue import SqliteWriter
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # Threads (each with its connection) that SQLite reads run in, per process.
@@ -42,7 +44,13 @@ class SqliteReader:
         self._threads = ThreadPoolExecutor(threads, thread_name_prefix="juru-sqlite-reader")
 
     async def run(self, work: Callable[[Connection], T]) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._threads, self._read, work)
+        """`work` on a connection of the reader pool."""
+        return await self.call(self._read, work)
+
+    async def call(self, read: Callable[..., T], *args: Any) -> T:
+        """`read(*args)` in a reader thread."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._threads, partial(read, *args))
 
     def _read(self, work: Callable[[Connection], T]) -> T:
         with self.engine.connect() as connection:
@@ -54,19 +62,17 @@ class SqliteReader:
 
 
 class Database:
-    """One database: its engine, its writer and write queue (SQLite) and its writes in progress."""
+    """One database: its engine, its writer and readers (SQLite) and its writes in progress."""
 
     def __init__(
         self,
         engine: AsyncEngine,
         writer: SqliteWriter | None = None,
-        write_queue: SqliteWriteQueue | None = None,
         reader: SqliteReader | None = None,
     ) -> None:
         self.engine = engine
         self.writer = writer
         self.reader = reader
-        self.write_queue = write_queue
         # Write transactions in progress: shutdown waits for those their cancelled callers left.
         self.writes_in_flight: set[asyncio.Future[Any]] = set()
 
@@ -130,7 +136,7 @@ def _sqlite_tuning(busy_timeout_ms: int) -> Callable[[Any, Any], None]:
 def open_database(database: DatabaseUrl, busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS) -> Database:
     """An async engine for `database`; on SQLite tuned for concurrent access (a write waits up
     to `busy_timeout_ms` for a lock held outside Juru's write queue), with the writer thread
-    that `store.transactions.write` uses and the write queue for the checkpointer."""
+    and the reader threads (`store.write_queue`, `SqliteReader`)."""
     database.ensure_directory()
     if database.is_sqlite:
         tuning = _sqlite_tuning(busy_timeout_ms)
@@ -148,7 +154,6 @@ def open_database(database: DatabaseUrl, busy_timeout_ms: int = SQLITE_BUSY_TIME
         return Database(
             engine,
             SqliteWriter(writer_engine, database.sqlite_path),
-            SqliteWriteQueue(database.sqlite_path),
             SqliteReader(reader_engine),
         )
     return Database(create_async_engine(database.async_url(), pool_pre_ping=True))
