@@ -29,6 +29,8 @@ from langgraph.types import Command, Durability, StreamMode
 from juru.review import InvalidReviewError, is_review_request, validate_review
 
 DEFAULT_MAX_STEPS = 25
+# The key under which a stream update carries the interrupts the graph paused on.
+INTERRUPT = "__interrupt__"
 
 __all__ = [
     "DEFAULT_MAX_STEPS",
@@ -285,6 +287,8 @@ class TurnStream:
         await self._check_preconditions()
         started = time.perf_counter()
         config = _config(self.thread_id, self.max_steps, self.options)
+        # The graph reports its pause in the stream (`__interrupt__`): no state read after it.
+        interrupted: tuple[Any, ...] = ()
         try:
             async for namespace, mode, data in self.agent.astream(
                 self.graph_input,
@@ -300,6 +304,8 @@ class TurnStream:
                     continue
                 if not isinstance(data, dict):
                     continue
+                if not interrupted and data.get(INTERRUPT):
+                    interrupted = tuple(data[INTERRUPT])
                 for node, value in data.items():
                     if node.startswith("__"):
                         continue
@@ -308,8 +314,8 @@ class TurnStream:
                     yield step
         except Exception as error:
             self.turn.error = TurnError(type(error).__name__, str(error), error)
-        if self.turn.error is None:
-            self.turn.pending_review = await pending_review_of(self.agent, self.thread_id)
+        if self.turn.error is None and interrupted:
+            self.turn.pending_review = interrupted[0].value
         self.turn.seconds = time.perf_counter() - started
 
     async def run(self) -> Turn:

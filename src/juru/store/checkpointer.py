@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
+import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -27,6 +29,8 @@ from juru.store.urls import DatabaseUrl
 from juru.store.write_queue import SqliteWriter
 
 POSTGRES_POOL_MAX = 10
+# A pooled connection given back less than this long ago is handed out without a round trip.
+POSTGRES_CHECK_AFTER_IDLE_SECONDS = 2.0
 _LATEST = (
     "SELECT checkpoint_ns, MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? "
     "GROUP BY checkpoint_ns"
@@ -113,6 +117,24 @@ def _sqlite_connection(database: DatabaseUrl, busy_timeout_ms: int) -> sqlite3.C
     return connection
 
 
+class IdleConnectionCheck:
+    """The pool's connection check, made only for connections idle a while: one the server
+    closed while it sat in the pool (a restart, an outage) is replaced before LangGraph gets it,
+    without a round trip before every one of the saver's calls (each is a transaction)."""
+
+    def __init__(self, after_seconds: float = POSTGRES_CHECK_AFTER_IDLE_SECONDS) -> None:
+        self.after_seconds = after_seconds
+        self._returned: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+    async def returned(self, connection: AsyncConnection[Any]) -> None:
+        self._returned[connection] = time.monotonic()
+
+    async def check(self, connection: AsyncConnection[Any]) -> None:
+        returned = self._returned.get(connection)
+        if returned is None or time.monotonic() - returned >= self.after_seconds:
+            await AsyncConnectionPool.check_connection(connection)
+
+
 @asynccontextmanager
 async def open_checkpointer(
     database: DatabaseUrl,
@@ -142,17 +164,19 @@ async def open_checkpointer(
         await AsyncPostgresSaver(setup_connection).setup()
     # Without autocommit each of the saver's calls is one transaction (the pool commits when
     # the saver gives the connection back), not one per statement.
+    idle_check = IdleConnectionCheck()
     pool = AsyncConnectionPool(
         database.libpq_dsn(),
         min_size=1,
         max_size=POSTGRES_POOL_MAX,
         open=False,
         # A connection that a database restart broke is replaced, not handed to LangGraph.
-        check=AsyncConnectionPool.check_connection,
+        check=idle_check.check,
+        reset=idle_check.returned,
         kwargs={"autocommit": False, **options},
     )
     async with pool:
-        yield AsyncPostgresSaver(pool)  # type: ignore[arg-type]
+        yield AsyncPostgresSaver(pool)
 
 
 @asynccontextmanager

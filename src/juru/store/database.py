@@ -9,6 +9,7 @@ progress; nothing outside `juru.store` touches them.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
@@ -18,13 +19,15 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine, Executable, RowMapping, Table, create_engine, event, text
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DisconnectionError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from juru.store.urls import DatabaseUrl
 from juru.store.write_queue import SqliteWriter
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+# A pooled PostgreSQL connection idle this long is pinged before use (`ping_after_idle`).
+PING_AFTER_IDLE_SECONDS = 2.0
 # Threads (each with its connection) that SQLite reads run in, per process.
 SQLITE_READERS = 4
 T = TypeVar("T")
@@ -156,7 +159,31 @@ def open_database(database: DatabaseUrl, busy_timeout_ms: int = SQLITE_BUSY_TIME
             SqliteWriter(writer_engine, database.sqlite_path),
             SqliteReader(reader_engine),
         )
-    return Database(create_async_engine(database.async_url(), pool_pre_ping=True))
+    engine = create_async_engine(database.async_url())
+    ping_after_idle(engine.sync_engine)
+    return Database(engine)
+
+
+def ping_after_idle(engine: Engine, idle_seconds: float = PING_AFTER_IDLE_SECONDS) -> None:
+    """Check a pooled connection with a round trip only when it sat idle `idle_seconds` or more
+    (SQLAlchemy's `pool_pre_ping` does it on every checkout: on psycopg an autocommitted
+    `SELECT 1`, one transaction more per query). A connection the server dropped meanwhile (a
+    restart, an outage) is replaced before a query meets it; one dropped in the last moments
+    fails its query once, as an outage, and the pool is then renewed."""
+
+    @event.listens_for(engine, "checkin")
+    def returned(_dbapi_connection: Any, record: Any) -> None:
+        record.info["returned_at"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def check(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        returned_at = record.info.get("returned_at")
+        if returned_at is not None and time.monotonic() - returned_at < idle_seconds:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_connection)
+        except Exception as error:
+            raise DisconnectionError(str(error)) from error
 
 
 async def database_answers(engine: Database) -> str | None:
