@@ -444,6 +444,35 @@ async def test_a_missing_hosted_agent_is_503_and_a_bad_name_fails_at_start(
             pass
 
 
+async def test_a_runtime_token_is_required_as_bearer_when_set(
+    settings_factory: Callable[..., Settings],
+) -> None:
+    settings = settings_factory(runtime_enabled=True, workers=0, runtime_token="s3cret-token")
+    body = {"class_method": "list_sessions", "input": {"user_id": "ana"}}
+    async for client in start_client(create_app(settings)):
+        for headers in (
+            {},
+            {"Authorization": "Bearer wrong"},
+            {"Authorization": "Bearer s3cret-token-and-more"},
+            {"Authorization": "Basic s3cret-token"},
+            {"Authorization": "s3cret-token"},
+        ):
+            for path in (UNARY, STREAM):
+                refused = await client.post(path, json=body, headers=headers)
+                assert refused.status_code == 401, (path, headers)
+                assert set(refused.json()) == {"error"}
+                assert "JURU_RUNTIME_TOKEN" in refused.json()["error"]
+        unchecked = await client.post(UNARY, json={"input": "not even a method"})
+        assert unchecked.status_code == 401
+        good = {"Authorization": "Bearer s3cret-token"}
+        admitted = await client.post(UNARY, json=body, headers=good)
+        assert admitted.status_code == 200 and admitted.json() == {"output": {"sessions": []}}
+        query = {"class_method": "stream_query", "input": {"message": "hi"}}
+        streamed = await client.post(STREAM, json=query, headers=good)
+        assert streamed.status_code == 200 and lines(streamed)
+    assert settings_factory(runtime_token="").runtime_token is None
+
+
 async def test_the_endpoints_are_404_while_the_runtime_is_off(
     settings_factory: Callable[..., Settings],
 ) -> None:

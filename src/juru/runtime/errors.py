@@ -35,3 +35,7 @@ class AgentFailedError(RuntimeCallError, errors.FailedError):
 
 class ReviewNotPendingError(RuntimeCallError, errors.ConflictError):
     """Decisions were sent to a session that is not waiting for a review."""
+
+
+class RuntimeUnauthenticatedError(RuntimeCallError, errors.AuthenticationError):
+    """`JURU_RUNTIME_TOKEN` is set and the call does not carry it as a Bearer token."""
