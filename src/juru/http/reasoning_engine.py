@@ -11,6 +11,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -57,8 +58,9 @@ async def ndjson(chunks: Chunks) -> AsyncIterator[bytes]:
         async for chunk in chunks:
             yield ndjson_line(chunk)
     except Exception as error:
-        logger.exception("a runtime stream failed after it had started")
-        message = getattr(error, "message", None) or f"{type(error).__name__}: {error}"
+        reference = uuid.uuid4().hex[:12]
+        logger.exception("a runtime stream failed after it had started (ref %s)", reference)
+        message = getattr(error, "message", None) or f"internal error (ref {reference})"
         yield ndjson_line({"error": message})
     finally:
         await chunks.aclose()

@@ -19,6 +19,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from juru import runner
 from juru.core.ids import new_id
+from juru.core.text import public_message
 from juru.runtime import adk
 from juru.runtime.agents import RuntimeAgents, ServedAgent
 from juru.runtime.errors import (
@@ -51,7 +52,8 @@ def session_thread(session_id: str) -> str:
 def checked_answer(turn: runner.Turn) -> str:
     """The turn's answer ("" while it waits for a review); AgentFailedError when it failed."""
     if turn.error is not None:
-        raise AgentFailedError(f"the agent failed: {turn.error.type}: {turn.error.message}")
+        failure = public_message(f"{turn.error.type}: {turn.error.message}")
+        raise AgentFailedError(f"the agent failed: {failure}")
     return turn.answer or ""
 
 
