@@ -21,6 +21,7 @@ from juru.store.migrations import upgrade_to_head
 from juru.store.urls import DatabaseUrl
 from tests.support.fake_openai import FakeOpenAIServer
 from tests.support.hosted import HostedHarness
+from tests.support.services import missing_services
 
 POSTGRES_URL = os.environ.get("JURU_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 REQUIRE_POSTGRES = os.environ.get("JURU_REQUIRE_POSTGRES") == "1"
@@ -28,6 +29,33 @@ DATABASES = [
     pytest.param("sqlite", id="sqlite"),
     pytest.param("postgresql", id="postgresql", marks=pytest.mark.postgresql),
 ]
+
+
+MISSING_SERVICES_KEY = pytest.StashKey[dict[str, str]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Check PostgreSQL and Redis once, before any test: a missing one is one line saying how
+    to get it; its tests are then skipped, or the run stops where CI requires it."""
+    missing = missing_services()
+    config.stash[MISSING_SERVICES_KEY] = {s.marker: line for s, line in missing.items()}
+    required = [line for service, line in missing.items() if service.required]
+    if required and not hasattr(config, "workerinput"):
+        lines = (line.replace("its tests are skipped", "this run requires it") for line in required)
+        raise pytest.UsageError("\n".join(lines))
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """The missing services, one line each, at the top of the run."""
+    return list(config.stash.get(MISSING_SERVICES_KEY, {}).values())
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    missing = config.stash.get(MISSING_SERVICES_KEY, {})
+    for item in items:
+        for marker, line in missing.items():
+            if item.get_closest_marker(marker) is not None:
+                item.add_marker(pytest.mark.skip(reason=line))
 
 
 def _postgres_unreachable_reason() -> str | None:

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from dotenv import dotenv_values
 from limits import parse_many
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from juru.core.money import VolumeDiscount
@@ -124,6 +124,11 @@ class Settings(BaseSettings):
         description="Serve the Agent Runtime contract (/api/reasoning_engine, "
         "/api/stream_reasoning_engine); they have no authentication of their own.",
     )
+    runtime_token: SecretStr | None = Field(
+        default=None,
+        description="When set, the Agent Runtime endpoints require it as `Authorization: Bearer "
+        "<token>` (401 otherwise); set it when anything but the platform can reach the server.",
+    )
     runtime_agent: str = Field(
         default="ReAct",
         min_length=1,
@@ -178,6 +183,12 @@ class Settings(BaseSettings):
     @classmethod
     def _split_commas(cls, value: Any) -> Any:
         return _comma_list(value)
+
+    @field_validator("runtime_token", mode="before")
+    @classmethod
+    def _empty_token_is_none(cls, value: Any) -> Any:
+        # `JURU_RUNTIME_TOKEN=` (set but empty) means no token, never an empty one.
+        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("tier_rate_limits")
     @classmethod

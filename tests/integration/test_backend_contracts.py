@@ -67,7 +67,7 @@ async def test_keys_that_could_leave_the_storage_are_refused(
 # --- rate-limit storage ----------------------------------------------------------------------
 
 
-@pytest.fixture(params=["memory://", REDIS_URL])
+@pytest.fixture(params=["memory://", pytest.param(REDIS_URL, marks=pytest.mark.redis)])
 async def limiter(request: pytest.FixtureRequest) -> AsyncIterator[RateLimiter]:
     limiter = RateLimiter(request.param, {"paid": "3/minute", "corporate": "5/minute"})
     try:

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import pytest
 from httpx import AsyncClient, Response
 from sqlalchemy import func, select
 
@@ -115,6 +116,7 @@ async def test_requests_pass_again_once_the_window_has_moved_on(
         assert limits(response)[0] == 2
 
 
+@pytest.mark.redis
 async def test_replicas_share_one_budget_in_redis(
     settings_factory: Callable[..., Settings],
 ) -> None:

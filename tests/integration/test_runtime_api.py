@@ -217,6 +217,8 @@ async def test_the_generated_class_methods_are_exactly_what_the_endpoints_accept
         ({"class_method": "query"}, "message (or input)"),
         ({"class_method": "query", "input": {"message": "  "}}, "white space"),
         ({"class_method": "query", "input": {"message": "a", "input": "b"}}, "exactly one"),
+        ({"class_method": "query", "input": {"message": "a", "decisions": [{}]}}, "exactly one"),
+        ({"class_method": "query", "input": {"decisions": [{"type": "approve"}]}}, "session_id"),
         ({"class_method": "query", "input": {"message": 3}}, "input.message"),
         ({"class_method": "query", "input": {"mesage": "hi"}}, "input.mesage"),
         ({"class_method": "query", "input": {"message": "hi", "session_id": "x"}}, "user_id"),
@@ -285,28 +287,118 @@ async def test_a_model_failure_after_streaming_started_ends_with_an_error_line(
     assert set(events[-1]) == {"error"} and "model down" in events[-1]["error"]
 
 
-async def test_a_pause_for_review_is_an_error_and_the_session_stays_usable(
-    settings_factory: Callable[..., Settings],
-) -> None:
-    settings = settings_factory(runtime_enabled=True, runtime_agent="Human-in-the-loop")
+EMAIL_REQUEST = "Send an email to ana@example.com about lunch"
+SEND_EMAIL_REVIEW = {
+    "action_name": "send_email",
+    "allowed_decisions": ["approve", "edit", "reject"],
+}
+
+
+@pytest.fixture
+async def reviewing(settings_factory: Callable[..., Settings]) -> AsyncIterator[AsyncClient]:
+    """The runtime serving the Human-in-the-loop feature (send_email waits for a decision)."""
+    settings = settings_factory(runtime_enabled=True, workers=0, runtime_agent="Human-in-the-loop")
     async for client in start_client(create_app(settings)):
-        session = (await output(client, "create_session", user_id="ana"))["id"]
-        paused = await call(
-            client,
-            "query",
-            message="Send an email to ana@example.com about lunch",
-            user_id="ana",
-            session_id=session,
-        )
-        assert paused.status_code == 500 and "paused" in paused.json()["error"]
-        weather = await output(
-            client,
-            "query",
-            message="What is the weather in Rome?",
-            user_id="ana",
-            session_id=session,
-        )
-        assert "Rome" in weather
+        yield client
+
+
+async def test_query_answers_a_pause_with_its_review_and_decisions_resume_it(
+    reviewing: AsyncClient,
+) -> None:
+    session = (await output(reviewing, "create_session", user_id="ana"))["id"]
+    ids = {"user_id": "ana", "session_id": session}
+    paused = await output(reviewing, "query", message=EMAIL_REQUEST, **ids)
+    [request] = paused["pending_review"]["action_requests"]
+    assert request["name"] == "send_email" and request["args"]["to"] == "ana@example.com"
+    assert paused["pending_review"]["review_configs"] == [SEND_EMAIL_REVIEW]
+    # A message while the review waits would replace it; decisions that do not fit are 400.
+    wrong = await call(reviewing, "query", decisions=[{"type": "edit"}], **ids)
+    assert wrong.status_code == 400 and "input.decisions: decision 1" in wrong.json()["error"]
+    edited = {"name": "send_email", "args": {"to": "cak@example.com", "subject": "Hi", "body": "x"}}
+    answer = await output(
+        reviewing, "query", decisions=[{"type": "edit", "edited_action": edited}], **ids
+    )
+    assert isinstance(answer, str) and "cak@example.com" in answer
+    again = await call(reviewing, "query", decisions=[{"type": "approve"}], **ids)
+    assert again.status_code == 409 and "not waiting" in again.json()["error"]
+    events = (await output(reviewing, "get_session", **ids))["events"]
+    [reply] = [e for e in events if "function_response" in e["content"]["parts"][0]]
+    assert (
+        "cak@example.com" in reply["content"]["parts"][0]["function_response"]["response"]["result"]
+    )
+
+
+async def test_stream_query_ends_a_pause_with_its_review_and_a_rejection_resumes_it(
+    reviewing: AsyncClient,
+) -> None:
+    session = (await output(reviewing, "create_session", user_id="ana"))["id"]
+    ids = {"user_id": "ana", "session_id": session}
+    paused = await stream(reviewing, "stream_query", message=EMAIL_REQUEST, **ids)
+    assert paused.status_code == 200
+    last = lines(paused)[-1]
+    assert set(last) == {"pending_review"}
+    assert last["pending_review"]["action_requests"][0]["name"] == "send_email"
+    rejected = await stream(
+        reviewing, "stream_query", decisions=[{"type": "reject", "message": "not now"}], **ids
+    )
+    assert rejected.status_code == 200
+    chunks = lines(rejected)
+    assert chunks and all(set(chunk) == {"output"} for chunk in chunks)
+    events = (await output(reviewing, "get_session", **ids))["events"]
+    [reply] = [e for e in events if "function_response" in e["content"]["parts"][0]]
+    assert reply["content"]["parts"][0]["function_response"]["response"] == {"error": "not now"}
+
+
+async def test_async_stream_query_pauses_with_a_long_running_call_answered_by_a_response(
+    reviewing: AsyncClient,
+) -> None:
+    paused = await stream(reviewing, "async_stream_query", message=EMAIL_REQUEST, user_id="ana")
+    assert paused.status_code == 200
+    events = lines(paused)
+    model_call = events[0]["content"]["parts"][0]["function_call"]
+    assert model_call["name"] == "send_email"
+    review = events[-1]
+    [part] = review["content"]["parts"]
+    call_id = part["function_call"]["id"]
+    assert review["long_running_tool_ids"] == [call_id]
+    assert part["function_call"]["name"] == "juru_review"
+    assert part["function_call"]["args"]["review_configs"] == [SEND_EMAIL_REVIEW]
+    assert "long_running_tool_ids" not in events[0]
+    session = (await output(reviewing, "list_sessions", user_id="ana"))["sessions"][0]["id"]
+
+    def answer(decisions: list[dict[str, Any]]) -> dict[str, Any]:
+        response = {"id": call_id, "name": "juru_review", "response": {"decisions": decisions}}
+        return {"role": "user", "parts": [{"function_response": response}]}
+
+    ids = {"user_id": "ana", "session_id": session}
+    wrong = await stream(reviewing, "async_stream_query", message=answer([]), **ids)
+    assert wrong.status_code == 400 and "expected 1 decision" in wrong.json()["error"]
+    resumed = await stream(
+        reviewing, "async_stream_query", message=answer([{"type": "approve"}]), **ids
+    )
+    assert resumed.status_code == 200
+    resumed_events = lines(resumed)
+    kinds = [next(iter(event["content"]["parts"][0])) for event in resumed_events]
+    assert kinds == ["function_response", "text"]
+    result = resumed_events[0]["content"]["parts"][0]["function_response"]
+    assert (result["id"], result["name"]) == (model_call["id"], "send_email")
+    assert "E-mail to ana@example.com" in result["response"]["result"]
+    again = await stream(
+        reviewing, "async_stream_query", message=answer([{"type": "approve"}]), **ids
+    )
+    assert again.status_code == 409
+    no_session = await stream(
+        reviewing, "async_stream_query", message=answer([{"type": "approve"}]), user_id="ana"
+    )
+    assert no_session.status_code == 400 and "session_id" in no_session.json()["error"]
+
+
+async def test_a_message_instead_of_decisions_replaces_the_pause(reviewing: AsyncClient) -> None:
+    session = (await output(reviewing, "create_session", user_id="ana"))["id"]
+    ids = {"user_id": "ana", "session_id": session}
+    assert "pending_review" in await output(reviewing, "query", message=EMAIL_REQUEST, **ids)
+    weather = await output(reviewing, "query", message="What is the weather in Rome?", **ids)
+    assert "Rome" in weather
 
 
 async def test_a_hosted_agent_is_served_by_id_and_metered(
@@ -350,6 +442,35 @@ async def test_a_missing_hosted_agent_is_503_and_a_bad_name_fails_at_start(
     with pytest.raises(RuntimeAgentConfigError, match="NoSuchFeature"):
         async with bad.router.lifespan_context(bad):
             pass
+
+
+async def test_a_runtime_token_is_required_as_bearer_when_set(
+    settings_factory: Callable[..., Settings],
+) -> None:
+    settings = settings_factory(runtime_enabled=True, workers=0, runtime_token="s3cret-token")
+    body = {"class_method": "list_sessions", "input": {"user_id": "ana"}}
+    async for client in start_client(create_app(settings)):
+        for headers in (
+            {},
+            {"Authorization": "Bearer wrong"},
+            {"Authorization": "Bearer s3cret-token-and-more"},
+            {"Authorization": "Basic s3cret-token"},
+            {"Authorization": "s3cret-token"},
+        ):
+            for path in (UNARY, STREAM):
+                refused = await client.post(path, json=body, headers=headers)
+                assert refused.status_code == 401, (path, headers)
+                assert set(refused.json()) == {"error"}
+                assert "JURU_RUNTIME_TOKEN" in refused.json()["error"]
+        unchecked = await client.post(UNARY, json={"input": "not even a method"})
+        assert unchecked.status_code == 401
+        good = {"Authorization": "Bearer s3cret-token"}
+        admitted = await client.post(UNARY, json=body, headers=good)
+        assert admitted.status_code == 200 and admitted.json() == {"output": {"sessions": []}}
+        query = {"class_method": "stream_query", "input": {"message": "hi"}}
+        streamed = await client.post(STREAM, json=query, headers=good)
+        assert streamed.status_code == 200 and lines(streamed)
+    assert settings_factory(runtime_token="").runtime_token is None
 
 
 async def test_the_endpoints_are_404_while_the_runtime_is_off(

@@ -32,7 +32,7 @@ from juru.core.states import FailureReason
 from juru.engine.graphs import CompiledGraphs
 from juru.engine.machine import RunMachine
 from juru.engine.transcript import transcript_entries
-from juru.models.catalog import ModelCatalog
+from juru.models.catalog import ModelCatalog, ProviderNotConfiguredError, UnknownModelError
 from juru.store import hosted as hosted_store
 from juru.store.outage import is_outage
 from juru.store.pruning import prune_checkpoints
@@ -184,8 +184,12 @@ class RunExecution:
         try:
             model = self.context.catalog.chat_model(agent.model_id, self.context.provider_env)
         except Exception as error:
+            # A missing key or unknown model says what to fix; anything else only in the log.
+            known = isinstance(error, ProviderNotConfiguredError | UnknownModelError)
+            logger.warning("run %s: model %s not built", self.run.id, agent.model_id, exc_info=True)
+            reason = error.args[0] if known else "it could not be built (see the server log)"
             await self.machine.fail(
-                self.run, f"{type(error).__name__}: {error}", worker=self.worker
+                self.run, f"model {agent.model_id}: {reason}", worker=self.worker
             )
             return None
         self.model_id = agent.model_id

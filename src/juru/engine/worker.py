@@ -93,11 +93,15 @@ class Worker:
                 # Not the run's failure: it stays running and resumes once its lease lapses.
                 logger.warning("run %s stopped: the database is not answering", execution.run.id)
                 return
-            logger.exception("run %s crashed in worker %s", execution.run.id, self.name)
+            # The run's error is public: the details (SQL, say) go to the log under a reference.
+            reference = uuid.uuid4().hex[:12]
+            logger.exception(
+                "run %s crashed in worker %s (ref %s)", execution.run.id, self.name, reference
+            )
             with contextlib.suppress(Exception):
                 await self.machine.fail(
                     execution.run,
-                    f"internal error: {type(error).__name__}: {error}",
+                    f"internal error (ref {reference}): the server log has the details",
                     worker=self.name,
                 )
         finally:

@@ -1,27 +1,46 @@
 """The Agent Runtime contract: `/api/reasoning_engine` (unary) and
 `/api/stream_reasoning_engine` (NDJSON), both with `{class_method, input}` bodies.
 
-Mounted only when `JURU_RUNTIME_ENABLED` is on: the endpoints have no authentication of their
-own (the platform in front of the container authenticates callers).
+Mounted only when `JURU_RUNTIME_ENABLED` is on. By default the endpoints have no authentication
+of their own (the platform in front of the container authenticates callers); with
+`JURU_RUNTIME_TOKEN` set they require it as a Bearer token.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
-from juru.http.deps import Runtime
+from juru.http.deps import Runtime, get_context
+from juru.runtime.errors import RuntimeUnauthenticatedError
 from juru.runtime.methods import STREAM_PATH, UNARY_PATH, Chunks, call_unary, open_stream
 
 logger = logging.getLogger(__name__)
-router = APIRouter(tags=["agent runtime"])
+
+
+def require_runtime_token(request: Request) -> None:
+    """With `JURU_RUNTIME_TOKEN` set, refuse (401) a call without it as its Bearer token."""
+    token = get_context(request).settings.runtime_token
+    if token is None:
+        return
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    expected = token.get_secret_value().encode()
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), expected):
+        raise RuntimeUnauthenticatedError(
+            "this Agent Runtime requires its token: send Authorization: Bearer <JURU_RUNTIME_TOKEN>"
+        )
+
+
+router = APIRouter(tags=["agent runtime"], dependencies=[Depends(require_runtime_token)])
 
 
 class ReasoningEngineRequest(BaseModel):
@@ -39,8 +58,9 @@ async def ndjson(chunks: Chunks) -> AsyncIterator[bytes]:
         async for chunk in chunks:
             yield ndjson_line(chunk)
     except Exception as error:
-        logger.exception("a runtime stream failed after it had started")
-        message = getattr(error, "message", None) or f"{type(error).__name__}: {error}"
+        reference = uuid.uuid4().hex[:12]
+        logger.exception("a runtime stream failed after it had started (ref %s)", reference)
+        message = getattr(error, "message", None) or f"internal error (ref {reference})"
         yield ndjson_line({"error": message})
     finally:
         await chunks.aclose()

@@ -16,6 +16,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from juru.store.runtime_sessions import RuntimeSessionRecord
 
 INVOCATION_KEY = "juru_invocation"
+REVIEW_FUNCTION = "juru_review"
 USER_AUTHOR = "user"
 
 
@@ -63,6 +64,21 @@ def event_of(
         "id": message.id or f"evt_{uuid.uuid4().hex}",
         "invocation_id": invocation_id,
         "timestamp": timestamp,
+    }
+
+
+def review_event(pending: Any, author: str, invocation_id: str, timestamp: float) -> dict[str, Any]:
+    """A paused turn's last event, as ADK reports a long-running tool: a `juru_review` function
+    call (its args are the pending review) whose id is in `long_running_tool_ids`."""
+    call_id = f"{invocation_id}-review"
+    call = {"id": call_id, "name": REVIEW_FUNCTION, "args": pending}
+    return {
+        "content": {"role": "model", "parts": [{"function_call": call}]},
+        "author": author,
+        "id": f"evt_{uuid.uuid4().hex}",
+        "invocation_id": invocation_id,
+        "timestamp": timestamp,
+        "long_running_tool_ids": [call_id],
     }
 
 

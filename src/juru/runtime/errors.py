@@ -30,4 +30,12 @@ class AgentUnavailableError(RuntimeCallError, errors.UnavailableError):
 
 
 class AgentFailedError(RuntimeCallError, errors.FailedError):
-    """The agent failed, or paused for a decision the contract cannot carry."""
+    """The agent failed."""
+
+
+class ReviewNotPendingError(RuntimeCallError, errors.ConflictError):
+    """Decisions were sent to a session that is not waiting for a review."""
+
+
+class RuntimeUnauthenticatedError(RuntimeCallError, errors.AuthenticationError):
+    """`JURU_RUNTIME_TOKEN` is set and the call does not carry it as a Bearer token."""

@@ -7,6 +7,7 @@ from typing import Any, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from juru.runtime.adk import REVIEW_FUNCTION
 from juru.runtime.errors import RuntimeInputError
 
 USER_ID = Field(min_length=1, max_length=200, description="The user the session belongs to.")
@@ -28,11 +29,22 @@ def _checked_text(text: str) -> str:
     return text
 
 
+DECISIONS = Field(
+    default=None,
+    min_length=1,
+    description="Answer the session's pending review instead of sending a message: one "
+    "decision per action request, {'type': 'approve'}, {'type': 'edit', 'edited_action': "
+    "{'name', 'args'}} or {'type': 'reject', 'message'?}.",
+)
+
+
 class QueryInput(MethodInput):
-    """`query` and `stream_query`: one user message, optionally continuing a session."""
+    """`query` and `stream_query`: one user message (or the decisions answering a pending
+    review), optionally continuing a session."""
 
     message: str | None = Field(default=None, description="The user's message.")
     input: str | None = Field(default=None, description="The user's message, under another name.")
+    decisions: list[dict[str, Any]] | None = DECISIONS
     session_id: str | None = Field(
         default=None, min_length=1, max_length=200, description="Continue this session."
     )
@@ -45,16 +57,49 @@ class QueryInput(MethodInput):
 
     @model_validator(mode="after")
     def _check(self) -> Self:
-        if (self.message is None) == (self.input is None):
-            raise ValueError("give the user's text in message (or input), exactly one of them")
-        _checked_text(self.text)
+        given = [value is not None for value in (self.message, self.input, self.decisions)]
+        if sum(given) != 1:
+            raise ValueError(
+                "give the user's text in message (or input), or the decisions answering a "
+                "pending review: exactly one of them"
+            )
         if self.session_id is not None and self.user_id is None:
             raise ValueError("user_id is required with session_id")
+        if self.decisions is not None:
+            if self.session_id is None:
+                raise ValueError("decisions answer a session's pending review: give session_id")
+            return self
+        _checked_text(self.text)
         return self
 
     @property
     def text(self) -> str:
         return self.message if self.message is not None else (self.input or "")
+
+    @property
+    def review(self) -> dict[str, Any] | None:
+        """The resume value of a pending review (`{"decisions": [...]}`), if this answers one."""
+        return None if self.decisions is None else {"decisions": self.decisions}
+
+
+def content_review(content: dict[str, Any]) -> dict[str, Any] | None:
+    """The decisions of a Content answering a pending review: one `function_response` part
+    named `juru_review` whose response is `{"decisions": [...]}`; None for other Contents."""
+    parts = content.get("parts")
+    if not isinstance(parts, list):
+        return None
+    responses = [part.get("function_response") for part in parts if isinstance(part, dict)]
+    reviews = [r for r in responses if isinstance(r, dict) and r.get("name") == REVIEW_FUNCTION]
+    if not reviews:
+        return None
+    if len(parts) != 1:
+        raise ValueError(f"a {REVIEW_FUNCTION} function_response must be the only part")
+    response = reviews[0].get("response")
+    if not isinstance(response, dict) or not isinstance(response.get("decisions"), list):
+        raise ValueError(
+            f'the {REVIEW_FUNCTION} function_response needs a response {{"decisions": [...]}}'
+        )
+    return {"decisions": response["decisions"]}
 
 
 def content_text(content: dict[str, Any]) -> str:
@@ -74,7 +119,8 @@ class AdkQueryInput(MethodInput):
     """`async_stream_query`: ADK's message (text or `Content`), user and optional session."""
 
     message: str | dict[str, Any] = Field(
-        description="The user's message: text, or an ADK Content with text parts."
+        description="The user's message: text, or an ADK Content with text parts, or one "
+        "with a single juru_review function_response answering the session's pending review."
     )
     user_id: str = USER_ID
     session_id: str | None = Field(
@@ -89,12 +135,21 @@ class AdkQueryInput(MethodInput):
 
     @model_validator(mode="after")
     def _check(self) -> Self:
+        if self.review is not None:
+            if self.session_id is None:
+                raise ValueError("a review answers a session's pending review: give session_id")
+            return self
         _checked_text(self.text)
         return self
 
     @property
     def text(self) -> str:
         return self.message if isinstance(self.message, str) else content_text(self.message)
+
+    @property
+    def review(self) -> dict[str, Any] | None:
+        """The resume value of a pending review, if the message answers one."""
+        return None if isinstance(self.message, str) else content_review(self.message)
 
 
 class CreateSessionInput(MethodInput):

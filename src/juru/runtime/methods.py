@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -184,8 +185,12 @@ def _as_call_error(name: str) -> Iterator[None]:
     except (RuntimeCallError, StopAsyncIteration):
         raise
     except Exception as error:
-        logger.exception("class method %s failed", name)
-        raise RuntimeCallError(f"{name} failed: {type(error).__name__}: {error}") from error
+        # The answer is public: the details (SQL, say) go to the log under a reference.
+        reference = uuid.uuid4().hex[:12]
+        logger.exception("class method %s failed (ref %s)", name, reference)
+        raise RuntimeCallError(
+            f"{name} failed: internal error (ref {reference}); the server log has the details"
+        ) from error
 
 
 async def _empty() -> Chunks:

@@ -11,7 +11,7 @@ import contextlib
 import dataclasses
 import uuid
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -19,9 +19,16 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from juru import runner
 from juru.core.ids import new_id
+from juru.core.text import public_message
 from juru.runtime import adk
 from juru.runtime.agents import RuntimeAgents, ServedAgent
-from juru.runtime.errors import AgentFailedError, SessionNotFoundError, SessionTakenError
+from juru.runtime.errors import (
+    AgentFailedError,
+    ReviewNotPendingError,
+    RuntimeInputError,
+    SessionNotFoundError,
+    SessionTakenError,
+)
 from juru.runtime.inputs import (
     AdkQueryInput,
     CreateSessionInput,
@@ -35,10 +42,6 @@ from juru.store.pruning import prune_checkpoints
 from juru.store.runtime_sessions import RuntimeSessionRecord
 
 THREAD_PREFIX = "runtime:"
-PAUSED_MESSAGE = (
-    "the agent paused for a decision (interrupt), which the Agent Runtime contract cannot "
-    "answer; the session's next message starts over from there"
-)
 
 
 def session_thread(session_id: str) -> str:
@@ -47,12 +50,24 @@ def session_thread(session_id: str) -> str:
 
 
 def checked_answer(turn: runner.Turn) -> str:
-    """The turn's answer; AgentFailedError when it failed or paused."""
+    """The turn's answer ("" while it waits for a review); AgentFailedError when it failed."""
     if turn.error is not None:
-        raise AgentFailedError(f"the agent failed: {turn.error.type}: {turn.error.message}")
-    if turn.pending_review is not None:
-        raise AgentFailedError(PAUSED_MESSAGE)
+        failure = public_message(f"{turn.error.type}: {turn.error.message}")
+        raise AgentFailedError(f"the agent failed: {failure}")
     return turn.answer or ""
+
+
+@contextlib.contextmanager
+def review_errors(session_id: str | None) -> Iterator[None]:
+    """Decisions that do not answer the pending review are 400; no review pending is 409."""
+    try:
+        yield
+    except runner.InvalidReviewError as error:
+        raise RuntimeInputError(f"input.decisions: {error}") from None
+    except runner.NothingToResumeError:
+        raise ReviewNotPendingError(
+            f"session {session_id} is not waiting for a review decision"
+        ) from None
 
 
 class RuntimeService:
@@ -159,38 +174,53 @@ class RuntimeService:
         await store.touch_session(self.engine, session_id, self.clock())
 
     def _start(
-        self, agent: ServedAgent, text: str, thread: str
+        self, agent: ServedAgent, data: QueryInput | AdkQueryInput, thread: str
     ) -> tuple[runner.TurnStream, str, float]:
-        """The turn's stream, its invocation id and its start time (epoch seconds)."""
+        """The turn's stream (a new message, or the resume of a pending review with the
+        input's decisions), its invocation id and its start time (epoch seconds)."""
         invocation_id, timestamp = new_id("inv"), self.clock().timestamp()
-        message = adk.user_message(text, invocation_id, timestamp)
+        review = data.review
+        if review is not None:
+            stream = runner.stream_resume(
+                agent.graph, review, thread, agent.max_steps, agent.options
+            )
+            return stream, invocation_id, timestamp
+        message = adk.user_message(data.text, invocation_id, timestamp)
         graph_input = agent.graph_input([message])
         stream = runner.stream_message(
             agent.graph, graph_input, thread, agent.max_steps, agent.options
         )
         return stream, invocation_id, timestamp
 
-    async def query(self, data: QueryInput) -> str:
-        """Run one turn and return the agent's final answer."""
+    async def query(self, data: QueryInput) -> str | dict[str, Any]:
+        """Run one turn and return the agent's final answer, or `{"pending_review": ...}`
+        when it paused for a human decision."""
         agent = await self.agents.served()
         async with self._turn_thread(data.user_id, data.session_id) as thread:
-            stream, _, _ = self._start(agent, data.text, thread)
-            turn = await stream.run()
-        return checked_answer(turn)
+            stream, _, _ = self._start(agent, data, thread)
+            with review_errors(data.session_id):
+                turn = await stream.run()
+        answer = checked_answer(turn)
+        if turn.pending_review is not None:
+            return {"pending_review": turn.pending_review}
+        return answer
 
     async def stream_query(self, data: QueryInput) -> AsyncGenerator[dict[str, Any], None]:
         """`{"output": chunk}` for each piece of text the agent's model writes at the top level."""
         agent = await self.agents.served()
         async with self._turn_thread(data.user_id, data.session_id) as thread:
-            stream, _, _ = self._start(agent, data.text, thread)
+            stream, _, _ = self._start(agent, data, thread)
             wrote = False
-            async for item in stream.with_text():
-                if isinstance(item, runner.TextDelta) and item.depth == 0:
-                    wrote = True
-                    yield {"output": item.text}
+            with review_errors(data.session_id):
+                async for item in stream.with_text():
+                    if isinstance(item, runner.TextDelta) and item.depth == 0:
+                        wrote = True
+                        yield {"output": item.text}
             answer = checked_answer(stream.turn)
             if not wrote and answer:
                 yield {"output": answer}
+            if stream.turn.pending_review is not None:
+                yield {"pending_review": stream.turn.pending_review}
 
     async def async_stream_query(self, data: AdkQueryInput) -> AsyncGenerator[dict[str, Any], None]:
         """ADK events of the turn: model text and function calls, then function responses."""
@@ -199,12 +229,16 @@ class RuntimeService:
         if session_id is None:
             session_id = (await self._create(data.user_id, None, None)).id
         async with self._turn_thread(data.user_id, session_id) as thread:
-            stream, invocation_id, timestamp = self._start(agent, data.text, thread)
-            async for step in stream:
-                if step.depth != 0:
-                    continue
-                for message in step.messages:
-                    event = adk.event_of(message, agent.author, invocation_id, timestamp)
-                    if event is not None:
-                        yield event
+            stream, invocation_id, timestamp = self._start(agent, data, thread)
+            with review_errors(session_id):
+                async for step in stream:
+                    if step.depth != 0:
+                        continue
+                    for message in step.messages:
+                        event = adk.event_of(message, agent.author, invocation_id, timestamp)
+                        if event is not None:
+                            yield event
             checked_answer(stream.turn)
+            pending = stream.turn.pending_review
+            if pending is not None:
+                yield adk.review_event(pending, agent.author, invocation_id, timestamp)
