@@ -279,8 +279,10 @@ class TestStructure:
             f"/v1/threads/{thread['id']}/messages",
             "/v1/documents",
         ]
+        # A well-formed id that is no object's: the thread's id with its last digit changed.
+        near = thread["id"][:-1] + ("1" if thread["id"].endswith("0") else "0")
         for path in lists:
-            for cursor in ("garbled!", "agt_zz", thread["id"][:-1] + "0", other["id"] + "x"):
+            for cursor in ("garbled!", "agt_zz", near, other["id"] + "x"):
                 response = await edges.client.get(path, params={"after": cursor})
                 api_error(response, 400, "invalid_cursor")
         # An id of another list is no cursor of this one.
