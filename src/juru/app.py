@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -30,6 +30,7 @@ def create_app(
     clock: Clock | None = None,
     limits: RunLimits | None = None,
     worker_name: str | None = None,
+    on_started: Callable[[], None] | None = None,
 ) -> FastAPI:
     """Build the app for `settings`; nothing is opened until the app starts.
 
@@ -45,6 +46,8 @@ def create_app(
         ):
             app.state.context = context
             app.state.worker = worker
+            if on_started is not None:
+                on_started()
             yield
 
     app = FastAPI(

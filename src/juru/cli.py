@@ -53,6 +53,7 @@ def serve(
         instance_name,
         owned_instance,
         serve_with_worker_processes,
+        settle_heap,
         take_back_instance_runs,
         worker_process_count,
     )
@@ -85,9 +86,10 @@ def serve(
                 for run_id in take_back_instance_runs(database, name):
                     logging.getLogger("juru").info("run %s is taken back at once", run_id)
             if processes == 0:
-                app = create_app(settings, worker_name=f"{name}/w0")
+                app = create_app(settings, worker_name=f"{name}/w0", on_started=settle_heap)
             else:
-                app = create_app(settings.model_copy(update={"workers": 0}))
+                api_only = settings.model_copy(update={"workers": 0})
+                app = create_app(api_only, on_started=settle_heap)
             # Long-polls (`?wait=` up to 30 s) must not hold a stopping server: 10 s, then cut.
             config = uvicorn.Config(
                 app, host=bind_host, port=bind_port, log_level="info", timeout_graceful_shutdown=10
@@ -135,13 +137,14 @@ async def _work(
     settings: Settings, slots: int, stable_name: str | None, parent_fd: int | None
 ) -> None:
     from juru.context import open_context, running_workers
-    from juru.serving import wait_for_parent_exit
+    from juru.serving import settle_heap, wait_for_parent_exit
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     async with open_context(settings) as context, running_workers(context, slots, stable_name):
+        settle_heap()
         if parent_fd is None:
             await stop.wait()
             return

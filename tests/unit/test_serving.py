@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import socket
 
 import pytest
 
-from juru.serving import default_worker_processes, instance_name, worker_process_count
+from juru.serving import (
+    GC_YOUNG_THRESHOLD,
+    default_worker_processes,
+    instance_name,
+    settle_heap,
+    worker_process_count,
+)
 from juru.store.urls import DatabaseUrl
 from tests.conftest import make_settings
 
@@ -47,3 +54,15 @@ def test_instance_names() -> None:
 def test_an_instance_name_cannot_hold_a_slash() -> None:
     with pytest.raises(ValueError, match="instance_name"):
         make_settings(SQLITE, instance_name="a/b")
+
+
+def test_a_started_server_settles_its_heap() -> None:
+    """What start-up built is out of later collections, and young ones come less often."""
+    threshold = gc.get_threshold()
+    try:
+        settle_heap()
+        assert gc.get_freeze_count() > 0
+        assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, *threshold[1:])
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
