@@ -202,6 +202,17 @@ class TestLimits:
 
 
 class TestStructure:
+    async def test_bodies_take_their_types_as_described(self, edges: HostedHarness) -> None:
+        # `0` is no boolean and `"5"` no number, as the published description says.
+        chat = {"model": "juru/demo", "messages": [{"role": "user", "content": "hi"}]}
+        loose = {**chat, "stream_options": {"include_usage": 0}}
+        response = await edges.client.post("/v1/chat/completions", json=loose)
+        assert "include_usage" in api_error(response, 400, "invalid_request")
+        agent = {"name": "a", "model_id": "juru/demo", "max_steps": "5"}
+        response = await edges.client.post("/v1/agents", json=agent)
+        assert "max_steps" in api_error(response, 400, "invalid_request")
+        assert (await edges.client.post("/v1/chat/completions", json=chat)).status_code == 200
+
     @pytest.mark.parametrize(
         ("parameters", "named"),
         [

@@ -51,7 +51,7 @@ ANSWER = {
 
 
 class StreamOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     include_usage: bool = False
 
@@ -59,7 +59,8 @@ class StreamOptions(BaseModel):
 class ChatCompletionIn(BaseModel):
     """The fields Juru passes on; unknown ones are refused rather than silently dropped."""
 
-    model_config = ConfigDict(extra="forbid")
+    # Strict: `0` is no boolean and `"5"` no number (what the description says is what passes).
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     model: str = Field(
         min_length=1, description="A catalog id, e.g. `openai/gpt-4o`.", examples=["juru/demo"]

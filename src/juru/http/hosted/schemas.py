@@ -47,11 +47,12 @@ class _View(BaseModel):
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Strict: `0` is no boolean and `"5"` no number (what the description says is what passes).
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class FunctionIn(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
 
     name: str = Field(pattern=TOOL_NAME)
     description: str | None = None
