@@ -55,11 +55,8 @@ _BALANCE = select(accounts.c.balance_rupiah).where(accounts.c.id == bindparam("a
 
 
 async def balance_of(engine: Database, account_id: str) -> Decimal:
-    def read(connection: Connection) -> Decimal:
-        balance = connection.scalar(_BALANCE, {"account_id": account_id})
-        return Decimal(0) if balance is None else Decimal(balance)
-
-    return await engine.read(read)
+    balance = await engine.scalar(_BALANCE, {"account_id": account_id})
+    return Decimal(0) if balance is None else Decimal(balance)
 
 
 async def top_up(engine: Database, name: str, amount: Decimal) -> AccountRecord | None:
@@ -97,11 +94,8 @@ _ACCOUNT_OF_KEY = (
 async def account_of_key(engine: Database, key_hash: str) -> tuple[str, str] | None:
     """The account id and tier behind a live (not revoked) key with this hash."""
 
-    def read(connection: Connection) -> tuple[str, str] | None:
-        row = connection.execute(_ACCOUNT_OF_KEY, {"key_hash": key_hash}).first()
-        return None if row is None else (str(row.id), str(row.tier))
-
-    return await engine.read(read)
+    row = await engine.first_row(_ACCOUNT_OF_KEY, {"key_hash": key_hash})
+    return None if row is None else (str(row["id"]), str(row["tier"]))
 
 
 async def revoke_api_key(engine: Database, prefix: str, now: datetime) -> bool:

@@ -24,13 +24,17 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from juru.store.database import SQLITE_BUSY_TIMEOUT_MS, Database, SqliteReader, open_database
+from juru.store.database import (
+    PING_AFTER_IDLE_SECONDS,
+    SQLITE_BUSY_TIMEOUT_MS,
+    Database,
+    SqliteReader,
+    open_database,
+)
 from juru.store.urls import DatabaseUrl
 from juru.store.write_queue import SqliteWriter
 
 POSTGRES_POOL_MAX = 10
-# A pooled connection given back less than this long ago is handed out without a round trip.
-POSTGRES_CHECK_AFTER_IDLE_SECONDS = 2.0
 _LATEST = (
     "SELECT checkpoint_ns, MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? "
     "GROUP BY checkpoint_ns"
@@ -122,7 +126,7 @@ class IdleConnectionCheck:
     closed while it sat in the pool (a restart, an outage) is replaced before LangGraph gets it,
     without a round trip before every one of the saver's calls (each is a transaction)."""
 
-    def __init__(self, after_seconds: float = POSTGRES_CHECK_AFTER_IDLE_SECONDS) -> None:
+    def __init__(self, after_seconds: float = PING_AFTER_IDLE_SECONDS) -> None:
         self.after_seconds = after_seconds
         self._returned: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
 

@@ -26,7 +26,8 @@ from juru.store.urls import DatabaseUrl
 from juru.store.write_queue import SqliteWriter
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
-# A pooled PostgreSQL connection idle this long is pinged before use (`ping_after_idle`).
+# A pooled PostgreSQL connection idle this long is pinged before use (`ping_after_idle`, and
+# the checkpointer pool's `IdleConnectionCheck`).
 PING_AFTER_IDLE_SECONDS = 2.0
 # Threads (each with its connection) that SQLite reads run in, per process.
 SQLITE_READERS = 4
@@ -84,7 +85,8 @@ class Database:
         return self.engine.dialect.name
 
     def connect(self) -> AbstractAsyncContextManager[AsyncConnection]:
-        """A connection for reads (writes go through `store.transactions.write`)."""
+        """A connection of the async engine, for tests and tools with SQL of their own (the
+        store reads through `read` and writes through `store.transactions.write`)."""
         return self.engine.connect()
 
     async def read(self, work: Callable[[Connection], T]) -> T:

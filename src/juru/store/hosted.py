@@ -102,15 +102,8 @@ async def agent_and_tier(
 ) -> tuple[AgentRecord, str] | None:
     """The agent a run executes, with its account's tier (what its charges are priced by)."""
 
-    def read(connection: Connection) -> tuple[AgentRecord, str] | None:
-        row = connection.execute(
-            _AGENT_AND_TIER, {"account_id": account_id, "agent_id": agent_id}
-        ).first()
-        if row is None:
-            return None
-        return AgentRecord.from_row(row._mapping), str(row.account_tier)
-
-    return await engine.read(read)
+    row = await engine.first_row(_AGENT_AND_TIER, {"account_id": account_id, "agent_id": agent_id})
+    return None if row is None else (AgentRecord.from_row(row), str(row["account_tier"]))
 
 
 async def list_agents(engine: Database, account_id: str, page: PageRequest) -> Page[AgentRecord]:

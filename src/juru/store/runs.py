@@ -34,12 +34,9 @@ _RUN_BY_KEY = select(runs).where(
 )
 
 
-async def _select_run(engine: Database, query: Any, parameters: dict[str, str]) -> RunRecord | None:
-    def read(connection: Connection) -> RunRecord | None:
-        row = connection.execute(query, parameters).first()
-        return None if row is None else RunRecord.from_row(row._mapping)
-
-    return await engine.read(read)
+async def _select_run(engine: Database, query: Any, parameters: dict[str, Any]) -> RunRecord | None:
+    row = await engine.first_row(query, parameters)
+    return None if row is None else RunRecord.from_row(row)
 
 
 async def get_run(engine: Database, run_id: str, account_id: str | None = None) -> RunRecord | None:
