@@ -142,7 +142,7 @@ async def open_context(
             registry = FeatureRegistry(features, checkpointer)
             limits = limits or RunLimits(lease_seconds=settings.lease_seconds)
             machine = RunMachine(engine, events, clock, limits)
-            meter = Meter(engine, catalog, price_rules(settings), clock)
+            meter = Meter(engine, catalog, price_rules(settings), clock, settings.hold_seconds)
             runtime_agents = RuntimeAgents(
                 settings.runtime_agent,
                 registry,

@@ -119,6 +119,12 @@ class Settings(BaseSettings):
         description="Percent off once an account's list-price spend this month reaches a "
         'threshold: [{"monthly_spend_rupiah": 1000000, "percent": 5}].',
     )
+    hold_seconds: float = Field(
+        default=3600.0,
+        gt=0,
+        description="How long a balance hold taken before a paid call lasts when its process "
+        "dies before settling it; then the reaper gives it back. Longer than any model call.",
+    )
     runtime_enabled: bool = Field(
         default=False,
         description="Serve the Agent Runtime contract (/api/reasoning_engine, "

@@ -1,5 +1,5 @@
-"""Billing (section 7 of the hosted-agents document): balances checked before every paid step,
-charges kept when a run fails, the overdraft bound of concurrent runs, discounts, exact money."""
+"""Billing (section 7 of the hosted-agents document): a hold before every paid step, charges
+kept when a run fails, discounts, exact money (concurrency: `test_balance_holds`)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from langchain_core.messages import HumanMessage
 from sqlalchemy import select
 
 from juru.app import create_app
@@ -18,9 +19,8 @@ from juru.store.tables import usage_charges
 from juru.store.usage import charges_of_run
 from tests.conftest import openai_env, start_client
 from tests.integration.test_run_engine import OPENAI_MODEL, WEATHER_CALL
-from tests.integration.test_usage import mini_price
 from tests.support.fake_openai import FakeOpenAIServer
-from tests.support.hosted import HostedHarness
+from tests.support.hosted import WEATHER_TOOL, HostedHarness
 
 
 async def use_account(hosted: HostedHarness, name: str, balance: Decimal | str) -> str:
@@ -34,30 +34,41 @@ def ledger_sum(charges: list[dict[str, Any]]) -> Decimal:
     return sum((Decimal(c["cost_rupiah"]) for c in charges), Decimal(0))
 
 
-async def test_an_empty_balance_fails_the_run_before_its_next_paid_step(
+async def test_a_step_whose_hold_does_not_fit_fails_the_run_before_the_model(
     hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
 ) -> None:
     hosted = hosted_openai
-    account_id = await use_account(hosted, "thrifty", "0.01")
+    meter = hosted.context.meter
+    # The first step holds the most its call can cost; the balance covers that and half of
+    # what the step really costs, so after it the second step's hold does not fit.
+    first_hold = meter.most_a_call_costs(
+        OPENAI_MODEL, [HumanMessage("What is the weather in Jakarta?")], [WEATHER_TOOL]
+    )
+    fake_openai.script([WEATHER_CALL])
+    probe = await hosted.new_run(model_id=OPENAI_MODEL)
+    await hosted.work()
+    first_cost = Decimal(str((await hosted.get_run(probe["id"]))["cost_rupiah"]))
+    opening = first_hold + (first_cost / 2).quantize(Decimal("0.000001"))
+    account_id = await use_account(hosted, "thrifty", opening)
     fake_openai.script([WEATHER_CALL, {"content": "never asked"}])
     run = await hosted.new_run(model_id=OPENAI_MODEL)
     await hosted.work()
     paused = await hosted.get_run(run["id"])
-    assert paused["status"] == "requires_action" and paused["cost_rupiah"] > 0.01
+    assert paused["status"] == "requires_action"
+    assert Decimal(str(paused["cost_rupiah"])) == first_cost
 
     await hosted.answer(paused)
     await hosted.work()
     failed = await hosted.get_run(run["id"])
     assert (failed["status"], failed["error"]) == ("failed", "insufficient_balance")
     assert failed["step_count"] == 1
-    assert len(fake_openai.requests()) == 1, "the second step must not reach the model"
+    assert len(fake_openai.requests()) == 2, "the run's second step must not reach the model"
 
     charges = await charges_of_run(hosted.context.engine, run["id"])
     assert [c["step"] for c in charges] == [1]
     assert Decimal(str(failed["cost_rupiah"])) == ledger_sum(charges)
-    assert Decimal(str(paused["cost_rupiah"])) == ledger_sum(charges)
     balance = await balance_of(hosted.context.engine, account_id)
-    assert balance == Decimal("0.01") - ledger_sum(charges) < 0
+    assert balance == opening - ledger_sum(charges) > 0
 
 
 async def test_a_run_without_funds_never_calls_a_paid_model(
@@ -78,36 +89,6 @@ async def test_a_run_without_funds_never_calls_a_paid_model(
     demo = await hosted_openai.new_run()
     await hosted_openai.work()
     assert (await hosted_openai.get_run(demo["id"]))["status"] == "requires_action"
-
-
-async def test_concurrent_runs_overdraw_by_at_most_one_step_each(
-    hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
-) -> None:
-    hosted = hosted_openai
-    opening = Decimal("1.5")
-    account_id = await use_account(hosted, "shared", opening)
-    # Every reply calls a tool the agent lacks (an error result, and the loop goes on) with
-    # new arguments, so each run keeps stepping until the balance stops it.
-    fake_openai.script(
-        [{"tool_calls": [{"name": "lookup", "arguments": {"n": n}}]} for n in range(400)],
-        latency=0.02,
-    )
-    runs = [await hosted.new_run(model_id=OPENAI_MODEL, max_steps=40) for _ in range(6)]
-    await hosted.work()
-
-    ended = [await hosted.get_run(run["id"]) for run in runs]
-    assert {(r["status"], r["error"]) for r in ended} == {("failed", "insufficient_balance")}
-    charges = [await charges_of_run(hosted.context.engine, run["id"]) for run in runs]
-    for run, own in zip(ended, charges, strict=True):
-        assert Decimal(str(run["cost_rupiah"])) == ledger_sum(own)
-        assert [c["step"] for c in own] == list(range(1, len(own) + 1))
-    every_charge = [charge for own in charges for charge in own]
-    balance = await balance_of(hosted.context.engine, account_id)
-    assert balance == opening - ledger_sum(every_charge)
-    # The bound: each run may have had one step in flight when the balance ran out.
-    largest_step = max(mini_price(c["input_tokens"], c["output_tokens"]) for c in every_charge)
-    assert balance < 0
-    assert -balance <= len(runs) * largest_step
 
 
 # --- discounts ------------------------------------------------------------------------------

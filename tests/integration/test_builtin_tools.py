@@ -156,7 +156,7 @@ async def test_the_demo_model_speaks_from_a_plain_message_once_the_balance_allow
 
     # The demo model is free, but built-in tools are not: with no balance the call fails.
     run, result = await speak()
-    assert is_error(result) and "balance is Rp0" in result["content"]
+    assert is_error(result) and "has Rp0 available" in result["content"]
     await hosted.context.accounts.top_up("tester", Decimal(1_000))
     run, result = await speak()
     assert result["name"] == "text_to_speech" and not is_error(result), result

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from juru.store import runs as run_store
 from juru.store.pruning import count_checkpoints
 from juru.store.tables import runs
 from juru.store.transcript import list_messages
+from juru.store.usage import charges_of_run
 from tests.support.fake_openai import FakeOpenAIServer
 from tests.support.hosted import HostedHarness, demo_answer
 
@@ -83,8 +85,7 @@ class TestTheHappyPath:
         assert running["status"] == "running" and running["step_count"] == 1
         tool_message = fake_openai.requests()[1]["messages"][-1]
         assert tool_message["role"] == "tool" and "no tool named" in tool_message["content"]
-        await hosted_openai.client.post(f"/v1/runs/{run['id']}/cancel")
-        await asyncio.wait_for(worker.drain(), timeout=20)
+        await worker.stop()
 
     async def test_old_checkpoints_are_pruned(self, hosted: HostedHarness) -> None:
         run = await hosted.new_run()
@@ -321,10 +322,12 @@ class TestCancel:
         again = await hosted.client.post(f"/v1/runs/{run['id']}/cancel")
         assert again.status_code == 200 and again.json() == before
 
-    async def test_cancel_during_a_slow_model_call(
+    async def test_cancel_during_a_paid_model_call_ends_the_run_and_charges_the_call(
         self, hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
     ) -> None:
-        fake_openai.script([{"content": "too late", "delay": 60}])
+        # The provider bills a call it was sent, so the call in flight is let finish: the
+        # run is cancelled at once, and the call is charged to it when it returns.
+        fake_openai.script([{"content": "too late", "delay": 2}])
         run = await hosted_openai.new_run(model_id=OPENAI_MODEL)
         worker = hosted_openai.worker()
         assert await worker.fill_slots() == 1
@@ -334,6 +337,14 @@ class TestCancel:
         await asyncio.wait_for(worker.drain(), timeout=20)
         final = await hosted_openai.get_run(run["id"])
         assert final["status"] == "cancelled" and "output" not in final
+        charges = await charges_of_run(hosted_openai.context.engine, run["id"])
+        assert [c["step"] for c in charges] == [1]
+        assert Decimal(str(final["cost_rupiah"])) == charges[0]["cost_rupiah"] > 0
+        account = (await hosted_openai.client.get("/v1/account")).json()
+        assert account["held_rupiah"] == 0
+        assert Decimal(str(account["balance_rupiah"])) == 1_000_000 - charges[0]["cost_rupiah"]
+        transcript = await hosted_openai.client.get(f"/v1/threads/{run['thread_id']}/messages")
+        assert "too late" not in transcript.text
 
     async def test_the_thread_is_usable_after_a_cancelled_pause(
         self, hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer

@@ -10,11 +10,12 @@ live in the graph state, so they survive a worker's crash like the conversation 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage, ToolMessage
@@ -37,7 +38,7 @@ BUILTIN_RUN_CEILING_RUPIAH = Decimal(20_000)
 BUILTIN_KEY = "juru_builtin_tools"
 LOOP_REPEATS = 3
 MAX_STEPS_KEY = "juru_max_steps"
-METER_KEY = "juru_meter"
+# A `CallFunds` that pays for the graph's model calls.
 FUNDS_KEY = "juru_funds"
 # With it, message ids derive from it and the step (`<prefix>_s3`, `<prefix>_s3_<call id>`):
 # a step redone after a crash writes the same ids, so nothing is recorded twice.
@@ -55,6 +56,18 @@ class LoopDetectedError(RuntimeError):
     def __init__(self, message: str, reply: AIMessage) -> None:
         super().__init__(message)
         self.reply = reply
+
+
+class CallFunds(Protocol):
+    """What pays for a graph's model calls: `hold` sets aside the most the call of `step` can
+    cost before it is made (raising `InsufficientBalanceError` when that does not fit), and
+    `settle` is told how the call ended (`reply` None: it failed or was cancelled)."""
+
+    async def hold(
+        self, history: Sequence[BaseMessage], tools: Sequence[dict[str, Any]], step: int
+    ) -> str | None: ...
+
+    async def settle(self, hold_id: str | None, reply: AIMessage | None, step: int) -> None: ...
 
 
 class HostedState(MessagesState):
@@ -128,6 +141,7 @@ class HostedAgent:
         self.builtin_tools = {name for name in builtin_tools if name in BUILTIN_SCHEMAS}
         # The model sees both kinds alike; only the graph knows which ones the server runs.
         bound = [*tools, *(BUILTIN_SCHEMAS[name] for name in sorted(self.builtin_tools))]
+        self.tool_schemas = bound
         self.model = model.bind_tools(bound) if bound else model
         self.system_prompt = system_prompt
 
@@ -137,19 +151,12 @@ class HostedAgent:
         steps = state.get("run_steps", 0)
         if steps >= max_steps:
             raise StepLimitError(f"the run reached its limit of {max_steps} model calls")
-        ensure_funds = configurable.get(FUNDS_KEY)
-        if ensure_funds is not None:
-            await ensure_funds()
         history: list[AnyMessage] = close_dangling_calls(state["messages"])
         if self.system_prompt:
             history = [SystemMessage(self.system_prompt), *history]
-        reply = await self.model.ainvoke(history)
+        reply = await self._paid_call(history, configurable.get(FUNDS_KEY), steps + 1)
         if reply.id is None or MESSAGE_IDS_KEY in configurable:
             reply.id = message_id(config, steps + 1)
-        meter = configurable.get(METER_KEY)
-        if meter is not None:
-            # Charged as soon as the call returns, whatever happens to the run afterwards.
-            await meter(reply, steps + 1)
         streak = [*state.get("call_streak", []), call_signature(reply.tool_calls)]
         if not reply.tool_calls:
             streak = []
@@ -159,6 +166,22 @@ class HostedAgent:
                 f"the model requested the same tool call {LOOP_REPEATS} times in a row", reply
             )
         return {"messages": [reply], "run_steps": steps + 1, "call_streak": streak}
+
+    async def _paid_call(
+        self, history: list[AnyMessage], funds: CallFunds | None, step: int
+    ) -> AIMessage:
+        """The model call, with its hold taken before it and settled after it."""
+        hold_id = None if funds is None else await funds.hold(history, self.tool_schemas, step)
+        try:
+            reply = await self.model.ainvoke(history)
+        except BaseException:
+            if funds is not None:
+                await asyncio.shield(funds.settle(hold_id, None, step))
+            raise
+        assert isinstance(reply, AIMessage)
+        if funds is not None:
+            await funds.settle(hold_id, reply, step)
+        return reply
 
     def after_llm(self, state: HostedState) -> str:
         calls = unanswered_calls(state["messages"])

@@ -1,24 +1,35 @@
-"""Metering: the balance check before a paid model call and the charge after it.
+"""Metering: the hold before a paid call and the charge after it.
 
-Agents (source `agent`), `/v1/chat/completions` (source `chat`) and built-in tools (source
-`builtin`) share it, so all bill the same way. The check only asks for a positive balance: a
-call's cost is known after it returns, so each concurrent call may overdraw by at most its own
-cost, never more.
+Agents (source `agent`), `/v1/chat/completions` (source `chat`), the Agent Runtime (source
+`runtime`) and built-in tools (source `builtin`) share it, so all bill the same way. Before a
+paid call, the most it can cost is held against the balance (`store.holds`); a call whose hold
+does not fit in what the balance has left after the other holds is refused. The charge settles
+the hold to the real cost. However many calls run at once, the balance never goes below zero.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from decimal import Decimal
+import json
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from decimal import ROUND_CEILING, Decimal
 from typing import Any
+
+from langchain_core.messages import BaseMessage, convert_to_openai_messages
 
 from juru.core.clock import Clock
 from juru.core.errors import InsufficientBalanceError
-from juru.core.money import PriceRules
+from juru.core.ids import new_id
+from juru.core.money import MICRO, PriceRules
 from juru.models.catalog import ModelCatalog
-from juru.store.accounts import balance_of
+from juru.store import holds as hold_store
+from juru.store.accounts import available_of
 from juru.store.database import Database
 from juru.store.usage import ChargeRequest, record_charge
+
+# What one image in a prompt is assumed to cost at most, in input tokens.
+IMAGE_PART_TOKENS = 3_000
+DEFAULT_HOLD_SECONDS = 3_600.0
 
 
 def token_counts(usage: Mapping[str, Any] | None) -> tuple[int, int]:
@@ -27,36 +38,117 @@ def token_counts(usage: Mapping[str, Any] | None) -> tuple[int, int]:
     return int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))
 
 
+def input_token_bound(messages: Sequence[BaseMessage], tools: Sequence[Any] = ()) -> int:
+    """At most how many input tokens a prompt can be: its UTF-8 bytes as OpenAI-style JSON
+    (a token is at least one byte in the byte-level tokenizers providers use, and the JSON's
+    keys outweigh each message's framing tokens), plus an allowance per image."""
+    payload = convert_to_openai_messages(list(messages))
+    text = json.dumps([payload, list(tools)], ensure_ascii=False, default=str)
+    images = text.count('"image_url"') + text.count('"type": "image"')
+    return len(text.encode("utf-8")) + images * IMAGE_PART_TOKENS
+
+
+def round_up(amount: Decimal) -> Decimal:
+    return amount.quantize(MICRO, rounding=ROUND_CEILING)
+
+
 class Meter:
-    """Checks balances and writes charges for one app."""
+    """Holds, releases and charges for one app."""
 
     def __init__(
-        self, engine: Database, catalog: ModelCatalog, rules: PriceRules, clock: Clock
+        self,
+        engine: Database,
+        catalog: ModelCatalog,
+        rules: PriceRules,
+        clock: Clock,
+        hold_seconds: float = DEFAULT_HOLD_SECONDS,
     ) -> None:
         self.engine = engine
         self.catalog = catalog
         self.rules = rules
         self.clock = clock
+        self.hold_seconds = hold_seconds
 
     def is_paid(self, model_id: str) -> bool:
+        return self.catalog.get(model_id).is_paid
+
+    def most_a_call_costs(
+        self,
+        model_id: str,
+        messages: Sequence[BaseMessage],
+        tools: Sequence[Any] = (),
+        max_tokens: int | None = None,
+    ) -> Decimal:
+        """The list price of the call if it used every input token it can and the most
+        output tokens it may (`max_tokens` when given, else the model's cap)."""
         model = self.catalog.get(model_id)
-        return bool(model.input_rupiah_per_million or model.output_rupiah_per_million)
+        output = model.max_output_tokens
+        if max_tokens is not None:
+            output = min(output, max_tokens)
+        return round_up(model.cost_rupiah(input_token_bound(messages, tools), output))
 
-    async def ensure_funds(self, account_id: str, model_id: str) -> None:
-        """Raise `InsufficientBalanceError` before a paid call when the balance is used up."""
-        if self.is_paid(model_id):
-            await self.ensure_balance(account_id, model_id)
+    async def hold_call(
+        self,
+        account_id: str,
+        model_id: str,
+        messages: Sequence[BaseMessage],
+        tools: Sequence[Any] = (),
+        max_tokens: int | None = None,
+        run_id: str | None = None,
+        hold_id: str | None = None,
+    ) -> str | None:
+        """Hold the most a call to `model_id` can cost; its id, or None for a free model.
+        `InsufficientBalanceError` when it does not fit."""
+        if not self.is_paid(model_id):
+            return None
+        amount = self.most_a_call_costs(model_id, messages, tools, max_tokens)
+        return await self.hold(account_id, amount, model_id, run_id, hold_id)
 
-    async def ensure_balance(self, account_id: str, what: str) -> None:
-        """Raise `InsufficientBalanceError` unless the balance is positive."""
-        balance = await balance_of(self.engine, account_id)
-        if balance <= 0:
+    def new_hold_id(self) -> str:
+        return new_id("hold")
+
+    async def hold(
+        self,
+        account_id: str,
+        amount: Decimal,
+        what: str,
+        run_id: str | None = None,
+        hold_id: str | None = None,
+    ) -> str:
+        """Set `amount` aside for a call to `what`; `InsufficientBalanceError` when the
+        balance, less what is held already, does not cover it. Returns the hold's id (given
+        ahead by `hold_id`, so that a caller cancelled meanwhile still knows it)."""
+        now = self.clock.now()
+        hold = hold_store.Hold(
+            id=hold_id or self.new_hold_id(),
+            account_id=account_id,
+            amount=amount,
+            what=what,
+            run_id=run_id,
+            created_at=now,
+            expires_at=now + timedelta(seconds=self.hold_seconds),
+        )
+        if not await hold_store.hold(self.engine, hold):
+            available = await available_of(self.engine, account_id)
             raise InsufficientBalanceError(
-                f"the account's balance is Rp{balance}; top it up to call {what}"
+                f"a call to {what} may cost up to Rp{amount}, and the account has "
+                f"Rp{available} available (its balance less what calls in flight hold); "
+                "top it up"
             )
+        return hold.id
+
+    async def release(self, account_id: str, hold_ids: Sequence[str | None]) -> None:
+        """Give holds back without a charge (their calls failed or never happened)."""
+        await hold_store.release(self.engine, account_id, [h for h in hold_ids if h])
 
     async def charge_builtin(
-        self, account_id: str, tool: str, list_cost: Decimal, run_id: str, step: int | None
+        self,
+        account_id: str,
+        tool: str,
+        list_cost: Decimal,
+        run_id: str,
+        step: int | None,
+        hold_id: str | None = None,
     ) -> Decimal:
         """A built-in tool call's ledger row (source `builtin`, the tool's name as `model_id`,
         no tokens), with the account's discounts; returns what it cost."""
@@ -70,6 +162,7 @@ class Meter:
             created_at=self.clock.now(),
             run_id=run_id,
             step=step,
+            hold_id=hold_id,
         )
         return await record_charge(self.engine, request, self.rules)
 
@@ -82,6 +175,7 @@ class Meter:
         run_id: str | None = None,
         step: int | None = None,
         charge_key: str | None = None,
+        hold_id: str | None = None,
     ) -> ChargeRequest:
         """A model call priced at list price from the catalog, ready to be written."""
         input_tokens, output_tokens = token_counts(usage)
@@ -96,6 +190,7 @@ class Meter:
             run_id=run_id,
             step=step,
             charge_key=charge_key,
+            hold_id=hold_id,
         )
 
     async def charge(
@@ -106,7 +201,15 @@ class Meter:
         source: str,
         run_id: str | None = None,
         step: int | None = None,
+        hold_id: str | None = None,
     ) -> Decimal:
-        """Write the call's ledger row and debit the balance; returns what it cost."""
-        request = self.charge_request(account_id, model_id, usage, source, run_id, step)
+        """Write the call's ledger row, debit the balance and settle the call's hold; returns
+        what it cost."""
+        request = self.charge_request(
+            account_id, model_id, usage, source, run_id, step, hold_id=hold_id
+        )
         return await record_charge(self.engine, request, self.rules)
+
+    async def release_expired(self) -> int:
+        """Release the holds whose process died before settling them."""
+        return await hold_store.release_expired(self.engine, self.clock.now())

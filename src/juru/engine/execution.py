@@ -39,7 +39,7 @@ from juru.store.pruning import prune_checkpoints
 from juru.store.records import RunRecord
 from juru.store.steps import StatusChange, StepWrite
 from juru.store.transcript import append_messages
-from juru.store.usage import ChargeRequest
+from juru.store.usage import ChargeRequest, record_charges
 from juru.tools.runtime import BuiltinServices
 
 logger = logging.getLogger(__name__)
@@ -107,6 +107,12 @@ class RunExecution:
         # What the next write records: transcript rows and charges not yet written.
         self.unwritten: list[dict[str, Any]] = []
         self.charges: list[ChargeRequest] = []
+        # Holds taken and not yet settled by a written charge; the hold of each step's call.
+        self.open_holds: set[str] = set()
+        self.step_holds: dict[int, str] = {}
+        # A paid model call is in flight: losing the lease now waits for it to return, so
+        # that the call is charged (`_charge_orphans`) rather than cut off unpaid.
+        self.calling = False
 
     async def execute(self) -> None:
         """Run to the next pause or the end, guarded by the lease (renewed, and watched)."""
@@ -134,6 +140,12 @@ class RunExecution:
         finally:
             done.set()
             await guard
+            await asyncio.shield(self._release_open_holds())
+
+    async def _release_open_holds(self) -> None:
+        if self.open_holds:
+            holds, self.open_holds = list(self.open_holds), set()
+            await self.context.meter.release(self.run.account_id, holds)
 
     def _stop_for_outage(self, error: BaseException) -> None:
         """The database stopped answering: not the run's failure. The run stays `running`;
@@ -170,7 +182,8 @@ class RunExecution:
                     continue
                 if not still_ours:
                     self.lease_lost = True
-                    main.cancel()
+                    if not self.calling:
+                        main.cancel()
                     return
 
     async def _agent(self) -> Pregel[Any, Any, Any, Any] | None:
@@ -197,13 +210,36 @@ class RunExecution:
         self.has_builtins = bool(agent.builtin_tools)
         return self.context.graphs.get(agent, model)
 
-    async def _ensure_funds(self) -> None:
-        await self.context.meter.ensure_funds(self.run.account_id, self.model_id)
+    async def hold(
+        self, history: Sequence[BaseMessage], tools: Sequence[dict[str, Any]], step: int
+    ) -> str | None:
+        """`CallFunds.hold`: the step's call is held against the account before it is made."""
+        meter = self.context.meter
+        if not meter.is_paid(self.model_id):
+            return None
+        hold_id = meter.new_hold_id()
+        # Known before the write, so that a cancellation during it still releases the hold.
+        self.open_holds.add(hold_id)
+        await meter.hold_call(
+            self.run.account_id, self.model_id, history, tools, None, self.run.id, hold_id
+        )
+        self.step_holds[step] = hold_id
+        self.calling = True
+        return hold_id
+
+    async def settle(self, hold_id: str | None, reply: AIMessage | None, step: int) -> None:
+        """`CallFunds.settle`: a reply's hold waits for the step's write, which charges the
+        call; a call that failed gives its hold back."""
+        self.calling = False
+        if reply is None and hold_id is not None:
+            self.step_holds.pop(step, None)
+            self.open_holds.discard(hold_id)
+            await self.context.meter.release(self.run.account_id, [hold_id])
 
     def _options(self, replace_pending: bool = False) -> runner.RunOptions:
         configurable: dict[str, Any] = {
             MAX_STEPS_KEY: self.run.max_steps,
-            FUNDS_KEY: self._ensure_funds,
+            FUNDS_KEY: self,
             MESSAGE_IDS_KEY: self.run.id,
         }
         if self.context.builtins is not None:
@@ -256,15 +292,18 @@ class RunExecution:
         output = ""
         async for step in stream:
             self._buffer(step.messages)
-            if step.node != LLM_NODE or step.depth != 0:
-                continue
-            reply = next((m for m in step.messages if isinstance(m, AIMessage)), None)
-            if reply is None:
-                continue
-            self.steps += 1
-            self._charge(reply, self.steps)
-            output = reply.text
-            if not self._pauses_or_ends(reply):
+            reply = None
+            if step.node == LLM_NODE and step.depth == 0:
+                reply = next((m for m in step.messages if isinstance(m, AIMessage)), None)
+            if reply is not None:
+                self.steps += 1
+                self._charge(reply, self.steps)
+                output = reply.text
+            if self.lease_lost:
+                # The run left this worker while its model call was in flight.
+                await self._charge_orphans()
+                raise LeaseLostError(self.run.id)
+            if reply is not None and not self._pauses_or_ends(reply):
                 await self._write()
         await self._finish(stream.turn, output)
 
@@ -327,6 +366,7 @@ class RunExecution:
                 run_id=self.run.id,
                 step=step,
                 charge_key=f"{self.run.id}:step:{step}",
+                hold_id=self.step_holds.pop(step, None),
             )
         )
 
@@ -345,9 +385,21 @@ class RunExecution:
             status=status,
         )
         if not await self.machine.record_step(step, self.context.meter.rules):
+            await self._charge_orphans()
             raise LeaseLostError(self.run.id)
+        self._charged()
         self.unwritten.clear()
+
+    def _charged(self) -> None:
+        self.open_holds.difference_update(c.hold_id for c in self.charges if c.hold_id)
         self.charges.clear()
+
+    async def _charge_orphans(self) -> None:
+        """The run is no longer this worker's (cancelled, its agent deleted, taken over), but
+        the calls it made are still charged: to the account, and to the run while it exists."""
+        if self.charges:
+            await record_charges(self.machine.engine, self.charges, self.context.meter.rules)
+            self._charged()
 
     async def _finish(self, turn: runner.Turn, output: str) -> None:
         if turn.error is not None and turn.error.cause is not None and is_outage(turn.error.cause):

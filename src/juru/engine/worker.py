@@ -127,10 +127,12 @@ class Worker:
 
 
 class Reaper:
-    """Expires runs left waiting too long and fails runs past their wall clock."""
+    """Expires runs left waiting too long, fails runs past their wall clock, and gives back
+    the balance holds of processes that died before settling them."""
 
     def __init__(self, context: RunContext) -> None:
         self.machine = context.machine
+        self.meter = context.meter
 
     async def reap_once(self) -> int:
         """One sweep; returns how many runs it ended."""
@@ -142,6 +144,7 @@ class Reaper:
                 ended += await self.machine.expire(run, cutoff) is not None
             else:
                 ended += await self.machine.time_out(run) is not None
+        await self.meter.release_expired()
         return ended
 
     async def run_forever(self) -> None:

@@ -1,15 +1,21 @@
 """`POST /v1/chat/completions`: one model call in OpenAI's shape, routed by the catalog to its
 provider through the same LangChain chat models that drive agents, and billed (source `chat`).
+
+The most the call can cost is held before it is sent. The call then runs in a task of its own,
+so that it is charged (and its hold settled) even when the client leaves before the answer or
+the stream's end: the provider's usage comes with its last piece.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Coroutine, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
@@ -32,6 +38,8 @@ from juru.core.text import public_message
 from juru.hosted.agents import parameters_problem
 from juru.models.catalog import ModelCatalog, ProviderNotConfiguredError, UnknownModelError
 
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
 SAMPLING_FIELDS = ("temperature", "top_p", "max_tokens", "stop", "seed")
 CHAT_SOURCE = "chat"
 
@@ -47,6 +55,22 @@ class PreparedChat:
     include_usage: bool
     completion_id: str
     created: int
+    hold_id: str | None = None
+
+
+@dataclass(frozen=True)
+class _Whole:
+    """The provider's stream ended: the whole reply, with its usage."""
+
+    reply: AIMessageChunk
+
+
+@dataclass(frozen=True)
+class _StreamFailed:
+    """The provider's stream broke (`error`); `at_once`: before its first piece."""
+
+    error: Exception
+    at_once: bool
 
 
 CHAT_ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -149,6 +173,14 @@ class ChatCompletions:
         self.catalog = catalog
         self.meter = meter
         self.provider_env = provider_env
+        # Calls that outlive their request (the client left): kept until they are charged.
+        self.calls_in_flight: set[asyncio.Task[Any]] = set()
+
+    def _in_own_task(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        task = asyncio.ensure_future(work)
+        self.calls_in_flight.add(task)
+        task.add_done_callback(self.calls_in_flight.discard)
+        return task
 
     def _model(self, model_id: str) -> BaseChatModel:
         try:
@@ -162,10 +194,10 @@ class ChatCompletions:
             raise InvalidRequestError(str(error), "provider_not_configured") from None
 
     async def prepare(self, account_id: str, request: Mapping[str, Any]) -> PreparedChat:
-        """Check the model, the balance and the messages; 4xx for anything wrong."""
+        """Check the model and the messages, then hold the most the call can cost; 4xx for
+        anything wrong (402 when the hold does not fit)."""
         model_id = str(request["model"])
         model = self._model(model_id)
-        await self.meter.ensure_funds(account_id, model_id)
         check_tools(request.get("tools"))
         messages = _messages(request["messages"])
         runnable: Runnable[Any, Any] = model
@@ -178,6 +210,9 @@ class ChatCompletions:
         if sampling:
             runnable = runnable.bind(**sampling)
         options = request.get("stream_options") or {}
+        hold_id = await self.meter.hold_call(
+            account_id, model_id, messages, request.get("tools") or [], request.get("max_tokens")
+        )
         return PreparedChat(
             account_id=account_id,
             model_id=model_id,
@@ -186,18 +221,38 @@ class ChatCompletions:
             include_usage=bool(options.get("include_usage")),
             completion_id=f"chatcmpl-{uuid.uuid4().hex}",
             created=int(time.time()),
+            hold_id=hold_id,
         )
 
     async def _charge(self, chat: PreparedChat, reply: AIMessage | AIMessageChunk) -> None:
-        await self.meter.charge(chat.account_id, chat.model_id, reply.usage_metadata, CHAT_SOURCE)
+        await self.meter.charge(
+            chat.account_id,
+            chat.model_id,
+            reply.usage_metadata,
+            CHAT_SOURCE,
+            hold_id=chat.hold_id,
+        )
 
-    async def complete(self, chat: PreparedChat) -> dict[str, Any]:
-        """One `chat.completion` object; the call is charged before it is returned."""
+    async def _release(self, chat: PreparedChat) -> None:
+        await self.meter.release(chat.account_id, [chat.hold_id])
+
+    async def _call(self, chat: PreparedChat) -> AIMessage:
+        """The model call and its charge (or, if it fails, its hold given back)."""
         try:
             reply = await chat.runnable.ainvoke(chat.messages)
-        except Exception as error:
-            raise _upstream_error(error) from error
+        except BaseException as error:
+            await self._release(chat)
+            if isinstance(error, Exception):
+                raise _upstream_error(error) from error
+            raise
         await self._charge(chat, reply)
+        assert isinstance(reply, AIMessage)
+        return reply
+
+    async def complete(self, chat: PreparedChat) -> dict[str, Any]:
+        """One `chat.completion` object; the call is charged before it is returned, and
+        still charged if the client leaves while it runs."""
+        reply = await asyncio.shield(self._in_own_task(self._call(chat)))
         message = convert_to_openai_messages(reply)
         assert isinstance(message, dict)
         message.pop("id", None)
@@ -226,55 +281,79 @@ class ChatCompletions:
         }
 
     async def start_stream(self, chat: PreparedChat) -> AsyncIterator[dict[str, Any]]:
-        """Open the provider's stream and wait for its first piece, so that a provider failing
-        at once is an HTTP error, not a broken stream; then the chunks follow."""
-        pieces = aiter(chat.runnable.astream(chat.messages))
-        try:
-            first = await anext(pieces, None)
-        except Exception as error:
-            raise _upstream_error(error) from error
+        """Start reading the provider's stream and wait for its first piece, so that a provider
+        failing at once is an HTTP error, not a broken stream; then the chunks follow."""
+        pieces: asyncio.Queue[Any] = asyncio.Queue()
+        self._in_own_task(self._read_provider(chat, pieces))
+        first = await pieces.get()
+        if isinstance(first, _StreamFailed) and first.at_once:
+            raise _upstream_error(first.error) from first.error
         return self._stream(chat, first, pieces)
 
-    async def _stream(
-        self, chat: PreparedChat, first: Any, pieces: AsyncIterator[Any]
-    ) -> AsyncIterator[dict[str, Any]]:
-        """`chat.completion.chunk` objects as the provider streams; charged at the end, when
-        the provider has reported the usage."""
+    async def _read_provider(self, chat: PreparedChat, pieces: asyncio.Queue[Any]) -> None:
+        """Read the provider's stream to its end into `pieces` (then the whole reply), and
+        charge it, whether or not the client is still reading."""
         total: AIMessageChunk | None = None
+        try:
+            async for piece in chat.runnable.astream(chat.messages):
+                if isinstance(piece, AIMessageChunk):
+                    total = piece if total is None else total + piece
+                    pieces.put_nowait(piece)
+        except Exception as error:
+            pieces.put_nowait(_StreamFailed(error, at_once=total is None))
+            if total is None or total.usage_metadata is None:
+                await self._release(chat)
+            else:
+                await self._charge(chat, total)
+            return
+        except BaseException:
+            await asyncio.shield(self._release(chat))
+            raise
+        final = total or AIMessageChunk(content="")
+        try:
+            await self._charge(chat, final)
+        except Exception:
+            logger.exception("chat completion %s could not be charged", chat.completion_id)
+        pieces.put_nowait(_Whole(final))
+
+    async def _stream(
+        self, chat: PreparedChat, first: Any, pieces: asyncio.Queue[Any]
+    ) -> AsyncIterator[dict[str, Any]]:
+        """`chat.completion.chunk` objects as the provider streams; the last piece of the
+        queue is the whole reply, charged by then."""
         yield self._chunk(chat, {"role": "assistant", "content": ""}, None)
-        async for piece in _prepend(first, pieces):
-            if not isinstance(piece, AIMessageChunk):
-                continue
-            total = piece if total is None else total + piece
-            delta: dict[str, Any] = {}
-            if piece.text:
-                delta["content"] = piece.text
-            if piece.tool_call_chunks:
-                delta["tool_calls"] = [
-                    {
-                        "index": part.get("index") or 0,
-                        **({"id": part["id"], "type": "function"} if part.get("id") else {}),
-                        "function": {
-                            **({"name": part["name"]} if part.get("name") else {}),
-                            "arguments": part.get("args") or "",
-                        },
-                    }
-                    for part in piece.tool_call_chunks
-                ]
+        item = first
+        while not isinstance(item, _Whole):
+            if isinstance(item, _StreamFailed):
+                raise item.error
+            delta = _delta(item)
             if delta:
                 yield self._chunk(chat, delta, None)
-        final = total or AIMessageChunk(content="")
-        await self._charge(chat, final)
+            item = await pieces.get()
+        final = item.reply
         yield self._chunk(chat, {}, _finish_reason(final))
         if chat.include_usage:
             yield {**self._chunk(chat, {}, None), "choices": [], "usage": _usage(final)}
 
 
-async def _prepend(first: Any, rest: AsyncIterator[Any]) -> AsyncIterator[Any]:
-    if first is not None:
-        yield first
-    async for item in rest:
-        yield item
+def _delta(piece: AIMessageChunk) -> dict[str, Any]:
+    """A provider's piece as the `delta` of a chunk (empty when it carries nothing to show)."""
+    delta: dict[str, Any] = {}
+    if piece.text:
+        delta["content"] = piece.text
+    if piece.tool_call_chunks:
+        delta["tool_calls"] = [
+            {
+                "index": part.get("index") or 0,
+                **({"id": part["id"], "type": "function"} if part.get("id") else {}),
+                "function": {
+                    **({"name": part["name"]} if part.get("name") else {}),
+                    "arguments": part.get("args") or "",
+                },
+            }
+            for part in piece.tool_call_chunks
+        ]
+    return delta
 
 
 def sse_lines(chunks: AsyncIterator[dict[str, Any]]) -> AsyncIterator[str]:

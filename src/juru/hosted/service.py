@@ -20,6 +20,7 @@ from juru.engine.execution import hosted_thread_key
 from juru.engine.machine import RunMachine
 from juru.hosted.agents import check_builtin_tools, check_model, check_tool_names
 from juru.models.catalog import ModelCatalog
+from juru.store import accounts as account_store
 from juru.store import hosted as store
 from juru.store import idempotency as idempotency_store
 from juru.store import runs as run_store
@@ -27,7 +28,13 @@ from juru.store import transcript as transcript_store
 from juru.store import usage as usage_store
 from juru.store.hosted import invalid_cursor
 from juru.store.pages import Page, PageRequest
-from juru.store.records import AgentRecord, RunRecord, ThreadRecord, TranscriptMessage
+from juru.store.records import (
+    AccountRecord,
+    AgentRecord,
+    RunRecord,
+    ThreadRecord,
+    TranscriptMessage,
+)
 from juru.store.usage import UsageLine
 
 MAX_WAIT_SECONDS = 30.0
@@ -47,6 +54,12 @@ class HostedService:
     @property
     def engine(self) -> Any:
         return self.machine.engine
+
+    async def account(self, account_id: str) -> AccountRecord:
+        found = await account_store.account_by_id(self.engine, account_id)
+        if found is None:
+            raise not_found("account", account_id)
+        return found
 
     # Agents
 
@@ -94,8 +107,12 @@ class HostedService:
         return updated
 
     async def delete_agent(self, account_id: str, agent_id: str) -> None:
-        """Delete the agent, its threads, their runs, transcripts and checkpoints."""
+        """Delete the agent, its threads, their runs, transcripts and checkpoints. Its runs
+        are cancelled first: a worker stops each one, and a model call already in flight is
+        still charged to the account when it returns."""
         await self.agent(account_id, agent_id)
+        for run_id in await run_store.active_runs_of_agent(self.engine, account_id, agent_id):
+            await self.machine.cancel(run_id)
         thread_ids = await store.delete_agent(self.engine, account_id, agent_id)
         for thread_id in thread_ids:
             await self.checkpointer.adelete_thread(hosted_thread_key(thread_id))

@@ -22,6 +22,8 @@ BUILTIN_CATALOG = Path(__file__).with_name("catalog.toml")
 TOKENS_PER_PRICE_UNIT = Decimal(1_000_000)
 # `created` of a model whose entry gives none (2025-01-01 UTC): fixed, so model objects are stable.
 CATALOG_CREATED = 1_735_689_600
+# A model entry without `max_output_tokens`: the most one reply is assumed to hold.
+DEFAULT_MAX_OUTPUT_TOKENS = 16_384
 
 
 class CatalogError(ValueError):
@@ -70,6 +72,7 @@ class ModelSpec(BaseModel):
     output_rupiah_per_million: Decimal = Field(ge=0)
     agents: bool = False
     created: int = Field(default=CATALOG_CREATED, ge=0)
+    max_output_tokens: int = Field(default=DEFAULT_MAX_OUTPUT_TOKENS, gt=0)
 
     @property
     def provider(self) -> str:
@@ -79,6 +82,10 @@ class ModelSpec(BaseModel):
     def provider_model(self) -> str:
         """The model name the provider knows (everything after the first slash)."""
         return self.id.split("/", 1)[1]
+
+    @property
+    def is_paid(self) -> bool:
+        return bool(self.input_rupiah_per_million or self.output_rupiah_per_million)
 
     def cost_rupiah(self, input_tokens: int, output_tokens: int) -> Decimal:
         """Exact price of one call's tokens."""

@@ -6,7 +6,7 @@ Hosted agents with client-executed tools are refused: a runtime caller has no wa
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +15,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
 
 from juru import runner
-from juru.agents.hosted import FUNDS_KEY, MAX_STEPS_KEY, METER_KEY, build_hosted_agent, run_input
+from juru.agents.hosted import FUNDS_KEY, MAX_STEPS_KEY, build_hosted_agent, run_input
 from juru.agents.registry import FeatureRegistry, FeatureUnavailableError
 from juru.billing.meter import Meter
 from juru.models.catalog import ModelCatalog
@@ -111,8 +111,7 @@ class RuntimeAgents:
         options = runner.RunOptions(
             configurable={
                 MAX_STEPS_KEY: record.max_steps,
-                METER_KEY: self._meter(record),
-                FUNDS_KEY: self._funds(record),
+                FUNDS_KEY: RuntimeFunds(self.meter, record),
             },
             replace_pending=True,
         )
@@ -134,17 +133,31 @@ class RuntimeAgents:
         self._compiled = (record, compiled)
         return compiled
 
-    def _funds(self, record: AgentRecord) -> Callable[[], Any]:
-        async def ensure_funds() -> None:
-            await self.meter.ensure_funds(record.account_id, record.model_id)
 
-        return ensure_funds
+class RuntimeFunds:
+    """Pays for a served hosted agent's model calls from its account (source `runtime`): each
+    call is held before it and charged as soon as it returns."""
 
-    def _meter(self, record: AgentRecord) -> Callable[[AIMessage, int], Any]:
-        async def charge(reply: AIMessage, step: int) -> None:
-            """One ledger row per model call, on the agent's account (source `runtime`)."""
-            await self.meter.charge(
-                record.account_id, record.model_id, reply.usage_metadata, USAGE_SOURCE, step=step
-            )
+    def __init__(self, meter: Meter, record: AgentRecord) -> None:
+        self.meter = meter
+        self.record = record
 
-        return charge
+    async def hold(
+        self, history: Sequence[BaseMessage], tools: Sequence[dict[str, Any]], step: int
+    ) -> str | None:
+        return await self.meter.hold_call(
+            self.record.account_id, self.record.model_id, history, tools
+        )
+
+    async def settle(self, hold_id: str | None, reply: AIMessage | None, step: int) -> None:
+        if reply is None:
+            await self.meter.release(self.record.account_id, [hold_id])
+            return
+        await self.meter.charge(
+            self.record.account_id,
+            self.record.model_id,
+            reply.usage_metadata,
+            USAGE_SOURCE,
+            step=step,
+            hold_id=hold_id,
+        )

@@ -29,6 +29,7 @@ async def create_account(
         "name": name,
         "tier": tier,
         "balance_rupiah": balance,
+        "held_rupiah": Decimal(0),
         "created_at": now,
     }
 
@@ -57,6 +58,22 @@ _BALANCE = select(accounts.c.balance_rupiah).where(accounts.c.id == bindparam("a
 async def balance_of(engine: Database, account_id: str) -> Decimal:
     balance = await engine.scalar(_BALANCE, {"account_id": account_id})
     return Decimal(0) if balance is None else Decimal(balance)
+
+
+_AVAILABLE = select(accounts.c.balance_rupiah, accounts.c.held_rupiah).where(
+    accounts.c.id == bindparam("account_id")
+)
+
+
+async def available_of(engine: Database, account_id: str) -> Decimal:
+    """The balance less what paid calls in flight hold."""
+    row = await engine.first_row(_AVAILABLE, {"account_id": account_id})
+    return Decimal(0) if row is None else row["balance_rupiah"] - row["held_rupiah"]
+
+
+async def account_by_id(engine: Database, account_id: str) -> AccountRecord | None:
+    row = await engine.first_row(select(accounts).where(accounts.c.id == account_id))
+    return None if row is None else AccountRecord.from_row(row)
 
 
 async def top_up(engine: Database, name: str, amount: Decimal) -> AccountRecord | None:

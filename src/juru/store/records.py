@@ -23,6 +23,7 @@ class AccountRecord(_Record):
     name: str
     tier: str
     balance_rupiah: Decimal
+    held_rupiah: Decimal
     created_at: datetime
 
 

@@ -18,7 +18,7 @@ from juru.store.database import Database
 from juru.store.hosted import page_of
 from juru.store.pages import Page, PageRequest
 from juru.store.records import RunRecord
-from juru.store.tables import runs
+from juru.store.tables import ACTIVE_RUN_STATUSES, runs
 from juru.store.transactions import write
 
 
@@ -86,6 +86,16 @@ async def create_run(engine: Database, values: dict[str, Any]) -> tuple[RunRecor
         raise ThreadBusyError(values["thread_id"]) from None
     assert created is not None
     return created, True
+
+
+async def active_runs_of_agent(engine: Database, account_id: str, agent_id: str) -> list[str]:
+    """The ids of the agent's runs that have not ended."""
+    query = select(runs.c.id).where(
+        runs.c.account_id == account_id,
+        runs.c.agent_id == agent_id,
+        runs.c.status.in_(ACTIVE_RUN_STATUSES),
+    )
+    return [str(row["id"]) for row in await engine.rows(query)]
 
 
 async def list_runs(

@@ -51,7 +51,24 @@ accounts = Table(
     Column("name", String(200), nullable=False, unique=True),
     Column("tier", String(40), nullable=False),
     Column("balance_rupiah", Money(), nullable=False),
+    # The sum of the account's `balance_holds`: what paid calls in flight may still cost.
+    Column("held_rupiah", Money(), nullable=False, server_default="0"),
     Column("created_at", UtcDateTime(), nullable=False),
+)
+
+# The most one paid call in flight can cost, set aside until the call is settled (or, if its
+# process died, until `expires_at`).
+balance_holds = Table(
+    "balance_holds",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("account_id", ForeignKey("accounts.id", ondelete="CASCADE"), nullable=False, index=True),
+    Column("amount_rupiah", Money(), nullable=False),
+    # The model or built-in tool the hold is for.
+    Column("what", String(200), nullable=False),
+    Column("run_id", String(40), nullable=True),
+    Column("created_at", UtcDateTime(), nullable=False),
+    Column("expires_at", UtcDateTime(), nullable=False, index=True),
 )
 
 api_keys = Table(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -12,6 +13,7 @@ from sqlalchemy import Connection, Date, cast, func, select, update
 from juru.core.ids import new_id
 from juru.core.money import PriceRules, to_micro
 from juru.store.database import Database, dialect_insert
+from juru.store.holds import remove_hold
 from juru.store.tables import accounts, runs, usage_charges
 from juru.store.transactions import write
 
@@ -31,6 +33,8 @@ class ChargeRequest:
     step: int | None = None
     # Set where the same call could be charged twice (a step redone after a crash).
     charge_key: str | None = None
+    # The hold taken before the call (`store.holds`), settled by this charge.
+    hold_id: str | None = None
 
 
 def month_start(moment: datetime) -> datetime:
@@ -53,10 +57,10 @@ def take_charge(
     rules: PriceRules,
     tier: str | None = None,
 ) -> Decimal:
-    """Price the call with the account's discounts, write its ledger row and debit the
-    balance, inside the caller's transaction; the run's running total is the caller's to add.
-    A charge whose `charge_key` was taken before is not taken again: returns the cost taken
-    now, 0 for such a repeat."""
+    """Price the call with the account's discounts, write its ledger row, debit the balance
+    and settle the call's hold, inside the caller's transaction; the run's running total is
+    the caller's to add. A charge whose `charge_key` was taken before is not taken again (its
+    hold is still given back): returns the cost taken now, 0 for such a repeat."""
     if tier is None:
         tier = str(
             connection.scalar(select(accounts.c.tier).where(accounts.c.id == request.account_id))
@@ -84,12 +88,16 @@ def take_charge(
         .on_conflict_do_nothing(index_elements=[usage_charges.c.charge_key])
     )
     if not inserted.rowcount:
-        return Decimal(0)
+        cost = Decimal(0)
+    released = remove_hold(connection, request.hold_id) if request.hold_id else Decimal(0)
+    changes: dict[str, Any] = {}
     if cost:
+        changes["balance_rupiah"] = accounts.c.balance_rupiah - cost
+    if released:
+        changes["held_rupiah"] = accounts.c.held_rupiah - released
+    if changes:
         connection.execute(
-            update(accounts)
-            .where(accounts.c.id == request.account_id)
-            .values(balance_rupiah=accounts.c.balance_rupiah - cost)
+            update(accounts).where(accounts.c.id == request.account_id).values(changes)
         )
     return cost
 
@@ -97,16 +105,27 @@ def take_charge(
 async def record_charge(engine: Database, request: ChargeRequest, rules: PriceRules) -> Decimal:
     """Take the charge (`take_charge`) and add it to its run's running total, in one
     transaction. Returns the cost taken."""
+    return await record_charges(engine, [request], rules)
+
+
+async def record_charges(
+    engine: Database, requests: Sequence[ChargeRequest], rules: PriceRules
+) -> Decimal:
+    """`record_charge` for several calls in one transaction (a run that is not its worker's
+    any more still pays for the calls it made). Returns the total cost taken."""
 
     def charge(connection: Connection) -> Decimal:
-        cost = take_charge(connection, request, rules)
-        if cost and request.run_id is not None:
-            connection.execute(
-                update(runs)
-                .where(runs.c.id == request.run_id)
-                .values(cost_rupiah=runs.c.cost_rupiah + cost)
-            )
-        return cost
+        total = Decimal(0)
+        for request in requests:
+            cost = take_charge(connection, request, rules)
+            if cost and request.run_id is not None:
+                connection.execute(
+                    update(runs)
+                    .where(runs.c.id == request.run_id)
+                    .values(cost_rupiah=runs.c.cost_rupiah + cost)
+                )
+            total += cost
+        return total
 
     return await write(engine, charge)
 

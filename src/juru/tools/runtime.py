@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from decimal import Decimal
@@ -76,13 +77,29 @@ class BuiltinRuntime:
         raise BuiltinToolError(f"there is no built-in tool named {name!r}")
 
     async def run(self, call: PricedCall, step: int | None) -> str:
-        """Do the call and charge it (only a call that worked is charged); the tool result."""
+        """Do the call and charge it: its price is held first, and only a call that worked is
+        charged (a failed one gives its hold back); the tool result."""
         services = self.services
+        meter = services.meter
+        hold_id = None
         if call.list_cost > 0:
+            hold_id = meter.new_hold_id()
             try:
-                await services.meter.ensure_balance(self.account_id, call.name)
+                await meter.hold(self.account_id, call.list_cost, call.name, self.run_id, hold_id)
             except InsufficientBalanceError as error:
                 raise BuiltinToolError(str(error)) from None
+        try:
+            result = await self._perform(call)
+        except BaseException:
+            await asyncio.shield(meter.release(self.account_id, [hold_id]))
+            raise
+        await meter.charge_builtin(
+            self.account_id, call.name, call.list_cost, self.run_id, step, hold_id
+        )
+        return json.dumps(result, ensure_ascii=False)
+
+    async def _perform(self, call: PricedCall) -> Any:
+        services = self.services
         if call.name == text_to_speech.NAME:
             target = text_to_speech.SpeechTarget(
                 services.engine,
@@ -91,10 +108,5 @@ class BuiltinRuntime:
                 self.run_id,
                 services.clock.now(),
             )
-            result = await text_to_speech.speak(call.request, services.synthesizer, target)
-        else:
-            result = await rag_search.search(services.engine, self.account_id, call.request)
-        await services.meter.charge_builtin(
-            self.account_id, call.name, call.list_cost, self.run_id, step
-        )
-        return json.dumps(result, ensure_ascii=False)
+            return await text_to_speech.speak(call.request, services.synthesizer, target)
+        return await rag_search.search(services.engine, self.account_id, call.request)

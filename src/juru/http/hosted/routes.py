@@ -13,6 +13,7 @@ from juru.core.errors import NotFoundError
 from juru.hosted.service import MAX_WAIT_SECONDS
 from juru.http.deps import Account, Context, Hosted, current_account
 from juru.http.hosted.schemas import (
+    AccountOut,
     AgentIn,
     AgentList,
     AgentOut,
@@ -79,6 +80,13 @@ async def get_model(
         raise NotFoundError(
             f"model {model_id!r} is not in the catalog", "model_not_found"
         ) from None
+
+
+@router.get("/account")
+async def get_account(account: Account, hosted: Hosted, context: Context) -> AccountOut:
+    """The key's account: balance, what paid calls in flight hold, and its rate limit."""
+    record = await hosted.account(account)
+    return AccountOut.of(record, context.access.limiter.limit_of(record.tier))
 
 
 @router.get("/usage", responses=errors(400))

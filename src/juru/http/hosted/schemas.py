@@ -6,6 +6,7 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Annotated, Any, Generic, Literal, Self, TypeVar
 
+from limits import RateLimitItem
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -22,7 +23,7 @@ from juru.core.states import RunStatus
 from juru.hosted.agents import parameters_problem
 from juru.models.catalog import ModelSpec
 from juru.store.pages import Page
-from juru.store.records import RunRecord, TranscriptMessage
+from juru.store.records import AccountRecord, RunRecord, TranscriptMessage
 from juru.store.usage import UsageLine
 
 TOOL_NAME = r"^[a-zA-Z0-9_-]{1,64}$"
@@ -270,10 +271,14 @@ class ModelOut(BaseModel):
     input_rupiah_per_million: Rupiah
     output_rupiah_per_million: Rupiah
     agents: bool = Field(description="Whether the model may drive hosted agents.")
+    max_output_tokens: int = Field(
+        description="The most tokens one reply can have; a paid call holds their price."
+    )
 
     @classmethod
     def of(cls, model: ModelSpec) -> ModelOut:
         return cls(
+            max_output_tokens=model.max_output_tokens,
             id=model.id,
             created=model.created,
             owned_by=model.provider,
@@ -287,6 +292,50 @@ class ModelOut(BaseModel):
 class ModelListOut(BaseModel):
     object: Literal["list"] = "list"
     data: list[ModelOut]
+
+
+class RateLimitOut(BaseModel):
+    limit: str = Field(description="In the `limits` notation, e.g. `120/minute`.")
+    requests: int
+    window_seconds: int
+
+
+class AccountOut(BaseModel):
+    """The account behind the API key: its balance, and what paid calls in flight hold."""
+
+    id: str
+    object: Literal["account"] = "account"
+    name: str
+    tier: str
+    balance_rupiah: Rupiah
+    held_rupiah: Rupiah = Field(
+        description="Set aside for paid calls in flight: the most each can cost, until it "
+        "returns and is charged what it really cost."
+    )
+    available_rupiah: Rupiah = Field(
+        description="`balance_rupiah` less `held_rupiah`: what new paid calls may hold."
+    )
+    rate_limit: RateLimitOut
+    created_at: datetime
+
+    @classmethod
+    def of(cls, account: AccountRecord, limit: RateLimitItem) -> AccountOut:
+        return cls(
+            id=account.id,
+            name=account.name,
+            tier=account.tier,
+            balance_rupiah=account.balance_rupiah,
+            held_rupiah=account.held_rupiah,
+            available_rupiah=account.balance_rupiah - account.held_rupiah,
+            rate_limit=RateLimitOut(
+                limit=f"{limit.amount}/{limit.multiples} {limit.GRANULARITY.name}"
+                if limit.multiples != 1
+                else f"{limit.amount}/{limit.GRANULARITY.name}",
+                requests=limit.amount,
+                window_seconds=limit.get_expiry(),
+            ),
+            created_at=account.created_at,
+        )
 
 
 class DeletedOut(BaseModel):

@@ -1,0 +1,130 @@
+"""Holds on balances: the most a paid call can cost is set aside before the call, so that
+concurrent calls can never spend more than the balance, and settled when the call returns.
+
+`accounts.held_rupiah` is the sum of the account's `balance_holds` rows: the column makes
+taking a hold one conditional UPDATE (atomic on both databases), the rows let a hold be settled
+once and let the holds of a process that died be released when they expire.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
+
+from juru.store.database import Database
+from juru.store.tables import accounts, balance_holds
+from juru.store.transactions import write
+from juru.store.types import Money
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A hold to take: `amount` of `account_id`'s balance, for a call to `what`."""
+
+    id: str
+    account_id: str
+    amount: Decimal
+    what: str
+    created_at: datetime
+    expires_at: datetime
+    run_id: str | None = None
+
+
+_TAKE = (
+    update(accounts)
+    .where(
+        accounts.c.id == bindparam("account_id"),
+        accounts.c.balance_rupiah - accounts.c.held_rupiah >= bindparam("amount", type_=Money()),
+    )
+    .values(held_rupiah=accounts.c.held_rupiah + bindparam("amount", type_=Money()))
+)
+
+
+def take_hold(connection: Connection, hold: Hold) -> bool:
+    """Set the hold aside if the account's available balance (balance less what is held)
+    covers it; False, and nothing written, when it does not."""
+    taken = connection.execute(_TAKE, {"account_id": hold.account_id, "amount": hold.amount})
+    if not taken.rowcount:
+        return False
+    connection.execute(
+        insert(balance_holds).values(
+            id=hold.id,
+            account_id=hold.account_id,
+            amount_rupiah=hold.amount,
+            what=hold.what,
+            run_id=hold.run_id,
+            created_at=hold.created_at,
+            expires_at=hold.expires_at,
+        )
+    )
+    return True
+
+
+def remove_hold(connection: Connection, hold_id: str) -> Decimal:
+    """Delete the hold's row and return its amount (0 when it was settled or released
+    before): the caller takes the amount off `accounts.held_rupiah` in the same transaction."""
+    removed = connection.execute(
+        delete(balance_holds)
+        .where(balance_holds.c.id == hold_id)
+        .returning(balance_holds.c.amount_rupiah)
+    ).first()
+    return Decimal(0) if removed is None else Decimal(removed[0])
+
+
+def release_in(connection: Connection, account_id: str, hold_id: str) -> None:
+    amount = remove_hold(connection, hold_id)
+    if amount:
+        connection.execute(
+            update(accounts)
+            .where(accounts.c.id == account_id)
+            .values(held_rupiah=accounts.c.held_rupiah - amount)
+        )
+
+
+async def hold(engine: Database, hold: Hold) -> bool:
+    """`take_hold` in a transaction of its own."""
+    return await write(engine, lambda connection: take_hold(connection, hold))
+
+
+async def release(engine: Database, account_id: str, hold_ids: list[str]) -> None:
+    """Give the holds back without a charge (the call failed or never happened)."""
+
+    def release_all(connection: Connection) -> None:
+        for hold_id in hold_ids:
+            release_in(connection, account_id, hold_id)
+
+    if hold_ids:
+        await write(engine, release_all)
+
+
+async def release_expired(engine: Database, now: datetime, batch: int = 500) -> int:
+    """Release holds past their expiry (their process died before settling them); returns
+    how many were released."""
+
+    def release_batch(connection: Connection) -> int:
+        expired = connection.execute(
+            select(balance_holds.c.id, balance_holds.c.account_id)
+            .where(balance_holds.c.expires_at < now)
+            .order_by(balance_holds.c.expires_at)
+            .limit(batch)
+        ).all()
+        for hold_id, account_id in expired:
+            release_in(connection, account_id, hold_id)
+        return len(expired)
+
+    return await write(engine, release_batch)
+
+
+async def held_total(engine: Database, account_id: str) -> tuple[Decimal, int]:
+    """The sum and number of the account's hold rows (what `held_rupiah` must equal)."""
+    row = await engine.first_row(
+        select(
+            func.coalesce(func.sum(balance_holds.c.amount_rupiah), 0).label("amount"),
+            func.count().label("holds"),
+        ).where(balance_holds.c.account_id == account_id)
+    )
+    assert row is not None
+    return Decimal(row["amount"]), int(row["holds"])

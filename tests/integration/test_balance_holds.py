@@ -1,0 +1,235 @@
+"""Money never goes below zero: before a paid call the most it can cost is held against the
+balance, and the charge settles the hold. Concurrent runs and chat calls on a tiny balance,
+calls in flight when their run is cancelled or its agent deleted, a streamed chat whose client
+leaves, holds whose process died, and `GET /v1/account`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from langchain_core.messages import HumanMessage
+from sqlalchemy import select
+
+from juru.engine.worker import Worker
+from juru.store.accounts import account_named
+from juru.store.holds import held_total
+from juru.store.tables import usage_charges
+from juru.store.usage import charges_of_run
+from tests.integration.test_run_engine import OPENAI_MODEL, _until
+from tests.support.fake_openai import FakeOpenAIServer
+from tests.support.hosted import WEATHER_TOOL, HostedHarness, api_error
+
+# A reply that calls a tool the agent lacks (an error result, and the loop goes on), with
+# arguments long enough that each step costs about Rp50 of output.
+PADDED_CALL = {
+    "tool_calls": [{"name": "lookup", "arguments": {"pad": "x" * 20_000}}],
+    "repeat": True,
+}
+
+
+async def account_state(hosted: HostedHarness, name: str) -> tuple[Decimal, Decimal]:
+    """The account's balance and held amount; checks that the held amount is the sum of its
+    hold rows."""
+    account = await account_named(hosted.context.engine, name)
+    assert account is not None
+    rows_total, _ = await held_total(hosted.context.engine, account.id)
+    assert rows_total == account.held_rupiah
+    return account.balance_rupiah, account.held_rupiah
+
+
+async def ledger_total(hosted: HostedHarness, run_ids: list[str]) -> Decimal:
+    charges = [c for run_id in run_ids for c in await charges_of_run(hosted.context.engine, run_id)]
+    return sum((Decimal(c["cost_rupiah"]) for c in charges), Decimal(0))
+
+
+async def test_fifty_concurrent_runs_never_take_a_tiny_balance_below_zero(
+    hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+) -> None:
+    hosted = hosted_openai
+    opening = Decimal(400)  # two holds of a gpt-4o-mini call (about Rp163 each) fit at once
+    hosted.act_as(await hosted.new_account("tiny", tier="corporate", balance=opening))
+    fake_openai.script([PADDED_CALL], latency=0.05)
+    agent = await hosted.create_agent(model_id=OPENAI_MODEL, max_steps=40)
+    runs = []
+    for _ in range(50):
+        thread = await hosted.create_thread(agent["id"])
+        runs.append((await hosted.start_run(thread["id"])).json())
+    worker = Worker(hosted.context.run_context(), concurrency=50, name="wide")
+    hosted.workers.append(worker)
+    while await worker.fill_slots():
+        await worker.drain()
+
+    ended = [await hosted.get_run(run["id"]) for run in runs]
+    assert {(r["status"], r["error"]) for r in ended} == {("failed", "insufficient_balance")}
+    balance, held = await account_state(hosted, "tiny")
+    spent = await ledger_total(hosted, [run["id"] for run in runs])
+    assert spent > 0 and held == 0
+    assert balance == opening - spent >= 0
+    # Each step cost about Rp50: without holds, 50 runs passing a balance check at once
+    # would have spent far more than the balance.
+    assert len(fake_openai.requests()) == sum(r["step_count"] for r in ended) < 50
+
+
+async def test_a_hundred_concurrent_chat_calls_never_take_a_tiny_balance_below_zero(
+    hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+) -> None:
+    hosted = hosted_openai
+    hosted.act_as(await hosted.new_account("chatty", balance=Decimal(1)))
+    # About 46 output tokens (Rp0.46 each at gpt-4o-mini's price), within max_tokens 50: a
+    # hold is about Rp0.5, so at most two calls are in flight and two are ever paid for.
+    fake_openai.script([{"content": "y" * 180, "repeat": True}], latency=0.05)
+    body = {
+        "model": OPENAI_MODEL,
+        "messages": [{"role": "user", "content": "hello"}],
+        "max_tokens": 50,
+    }
+    responses = await asyncio.gather(
+        *(hosted.client.post("/v1/chat/completions", json=body) for _ in range(100))
+    )
+    statuses = [r.status_code for r in responses]
+    assert set(statuses) == {200, 402}
+    refused = next(r for r in responses if r.status_code == 402)
+    assert "may cost up to" in api_error(refused, 402, "insufficient_balance")
+    served = [r.json() for r in responses if r.status_code == 200]
+    cost = sum(
+        (
+            Decimal(2475) * s["usage"]["prompt_tokens"]
+            + Decimal(9900) * s["usage"]["completion_tokens"]
+        )
+        / 1_000_000
+        for s in served
+    )
+    balance, held = await account_state(hosted, "chatty")
+    assert held == 0 and balance == Decimal(1) - cost >= 0
+    assert len(served) == len(fake_openai.requests()) <= 2
+
+
+async def test_a_call_in_flight_is_held_on_the_account_until_it_is_charged(
+    hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+) -> None:
+    hosted = hosted_openai
+    fake_openai.script([{"content": "slow", "delay": 1}])
+    body = {"model": OPENAI_MODEL, "messages": [{"role": "user", "content": "hi"}]}
+    call = asyncio.ensure_future(hosted.client.post("/v1/chat/completions", json=body))
+    await _until(lambda: len(fake_openai.requests()) == 1)
+    during = (await hosted.client.get("/v1/account")).json()
+    # The most the call can cost: its prompt's bytes at the input price and gpt-4o-mini's
+    # output cap (16,384 tokens) at the output price.
+    output_cap_price = Decimal(16_384 * 9900) / 1_000_000
+    held = Decimal(str(during["held_rupiah"]))
+    assert output_cap_price < held < output_cap_price + 1
+    assert Decimal(str(during["available_rupiah"])) == 1_000_000 - held
+    answered = await call
+    assert answered.status_code == 200
+    after = (await hosted.client.get("/v1/account")).json()
+    usage = answered.json()["usage"]
+    cost = Decimal(2475 * usage["prompt_tokens"] + 9900 * usage["completion_tokens"]) / 1_000_000
+    assert after["held_rupiah"] == 0
+    assert Decimal(str(after["balance_rupiah"])) == 1_000_000 - cost
+
+
+async def test_the_account_shows_balance_holds_and_rate_limit(hosted: HostedHarness) -> None:
+    hosted.act_as(await hosted.new_account("shown", tier="corporate", balance=Decimal("12.5")))
+    account = (await hosted.client.get("/v1/account")).json()
+    found = await account_named(hosted.context.engine, "shown")
+    assert found is not None
+    assert account == {
+        "id": found.id,
+        "object": "account",
+        "name": "shown",
+        "tier": "corporate",
+        "balance_rupiah": 12.5,
+        "held_rupiah": 0,
+        "available_rupiah": 12.5,
+        "rate_limit": {"limit": "300/minute", "requests": 300, "window_seconds": 60},
+        "created_at": account["created_at"],
+    }
+    hosted.act_as({"Authorization": "Bearer juru_live_not_a_key"})
+    assert (await hosted.client.get("/v1/account")).status_code == 401
+
+
+async def test_a_streamed_chat_is_charged_in_full_when_its_client_leaves(
+    hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+) -> None:
+    hosted = hosted_openai
+    chat = hosted.context.chat
+    fake_openai.script([{"content": "a long answer " * 20, "hold": "left"}])
+    request = {
+        "model": OPENAI_MODEL,
+        "messages": [{"role": "user", "content": "tell me"}],
+        "stream": True,
+    }
+    prepared = await chat.prepare(hosted.account_id, request)
+    chunks = await chat.start_stream(prepared)
+    first = await anext(chunks)
+    assert first["choices"][0]["delta"]["role"] == "assistant"
+    await chunks.aclose()  # what the server does when the client goes away
+    await _until(lambda: fake_openai.is_held("left"))
+    fake_openai.open_gate("left")
+    await asyncio.wait_for(asyncio.gather(*chat.calls_in_flight), timeout=20)
+
+    query = select(usage_charges).where(usage_charges.c.source == "chat")
+    rows = await hosted.context.engine.rows(query)
+    assert len(rows) == 1 and rows[0]["output_tokens"] == len("a long answer " * 20) // 4 + 1
+    balance, held = await account_state(hosted, "tester")
+    assert held == 0 and balance == 1_000_000 - rows[0]["cost_rupiah"]
+
+
+async def test_deleting_an_agent_cancels_its_run_and_charges_the_call_in_flight(
+    hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    hosted = hosted_openai
+    fake_openai.script([{"content": "never seen", "delay": 1}])
+    run = await hosted.new_run(model_id=OPENAI_MODEL)
+    worker = hosted.worker()
+    assert await worker.fill_slots() == 1
+    await _until(lambda: len(fake_openai.requests()) == 1)
+    with caplog.at_level(logging.WARNING):
+        deleted = await hosted.client.delete(f"/v1/agents/{run['agent_id']}")
+        assert deleted.status_code == 200
+        await asyncio.wait_for(worker.drain(), timeout=20)
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
+    assert (await hosted.client.get(f"/v1/runs/{run['id']}")).status_code == 404
+    charges = await charges_of_run(hosted.context.engine, run["id"])
+    assert len(charges) == 1 and charges[0]["cost_rupiah"] > 0
+    balance, held = await account_state(hosted, "tester")
+    assert held == 0 and balance == 1_000_000 - charges[0]["cost_rupiah"]
+
+
+async def test_holds_of_a_process_that_died_are_given_back_once_they_expire(
+    hosted_openai: HostedHarness,
+) -> None:
+    hosted = hosted_openai
+    meter = hosted.context.meter
+    messages = [HumanMessage("What is the weather in Jakarta?")]
+    most = meter.most_a_call_costs(OPENAI_MODEL, messages, [WEATHER_TOOL])
+    # Held and never settled, as when the process making the call is killed.
+    await meter.hold_call(hosted.account_id, OPENAI_MODEL, messages, [WEATHER_TOOL])
+    assert await account_state(hosted, "tester") == (Decimal(1_000_000), most)
+    hosted.clock.advance(meter.hold_seconds - 1)
+    await hosted.reap()
+    assert (await account_state(hosted, "tester"))[1] == most
+    hosted.clock.advance(2)
+    await hosted.reap()
+    assert await account_state(hosted, "tester") == (Decimal(1_000_000), Decimal(0))
+
+
+async def test_a_call_whose_hold_does_not_fit_is_refused_before_the_provider(
+    hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+) -> None:
+    hosted = hosted_openai
+    meter = hosted.context.meter
+    body: dict[str, Any] = {"model": OPENAI_MODEL, "messages": [{"role": "user", "content": "hi"}]}
+    most = meter.most_a_call_costs(OPENAI_MODEL, [HumanMessage("hi")])
+    hosted.act_as(await hosted.new_account("short", balance=most - Decimal("0.000001")))
+    refused = await hosted.client.post("/v1/chat/completions", json=body)
+    api_error(refused, 402, "insufficient_balance")
+    # Asking for fewer output tokens makes the hold smaller, and the same balance enough.
+    assert (
+        await hosted.client.post("/v1/chat/completions", json={**body, "max_tokens": 100})
+    ).status_code == 200
+    assert len(fake_openai.requests()) == 1
