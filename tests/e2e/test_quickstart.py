@@ -101,7 +101,7 @@ def test_the_readme_v1_walkthrough_works_with_the_local_key(tmp_path: Path) -> N
         assert "local-api-key" in server.output()
     assert done.returncode == 0, done.stderr
     rest, events = split_sse(done.stdout)
-    models, completion, usage = json_documents(rest)
+    models, completion, usage, account = json_documents(rest)
     assert "juru/demo" in {model["id"] for model in models["data"]}
     assert completion["choices"][0]["message"]["content"]
     assert events[-1] == "[DONE]" and events[0]["object"] == "chat.completion.chunk"
@@ -109,6 +109,9 @@ def test_the_readme_v1_walkthrough_works_with_the_local_key(tmp_path: Path) -> N
     assert streamed
     assert {line["source"] for line in usage["data"]} == {"chat"}
     assert sum(line["calls"] for line in usage["data"]) == 2
+    # The demo model is free: the local account's opening balance is whole, nothing held.
+    assert (account["name"], account["held_rupiah"]) == ("local", 0)
+    assert account["available_rupiah"] == account["balance_rupiah"] > 0
 
 
 def test_a_paused_review_survives_kill_9_of_the_server(database_url: str, tmp_path: Path) -> None:
