@@ -174,7 +174,7 @@ async def open_context(
                     features=registry,
                     playground=Playground(registry, engine),
                     machine=machine,
-                    hosted=HostedService(machine, catalog, checkpointer),
+                    hosted=HostedService(machine, catalog, checkpointer, meter),
                     meter=meter,
                     chat=ChatCompletions(catalog, meter, settings.provider_env),
                     access=Access(engine, limiter, keys),

@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import HumanMessage
-from sqlalchemy import select
+from sqlalchemy import Engine, event, select
 
 from juru.engine.worker import Worker
 from juru.store.accounts import account_named
 from juru.store.holds import held_total
 from juru.store.tables import usage_charges
 from juru.store.usage import charges_of_run
-from tests.integration.test_run_engine import OPENAI_MODEL, _until
+from tests.integration.test_run_engine import OPENAI_MODEL, WEATHER_CALL, _until
 from tests.support.fake_openai import FakeOpenAIServer
 from tests.support.hosted import WEATHER_TOOL, HostedHarness, api_error
 
@@ -233,3 +233,86 @@ async def test_a_call_whose_hold_does_not_fit_is_refused_before_the_provider(
         await hosted.client.post("/v1/chat/completions", json={**body, "max_tokens": 100})
     ).status_code == 200
     assert len(fake_openai.requests()) == 1
+
+
+class HoldWrites:
+    """Counts the holds taken by INSERT statements while it is entered."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def _seen(self, _conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if statement.lstrip().upper().startswith("INSERT INTO BALANCE_HOLDS"):
+            self.count += 1
+
+    def __enter__(self) -> HoldWrites:
+        event.listen(Engine, "before_cursor_execute", self._seen)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        event.remove(Engine, "before_cursor_execute", self._seen)
+
+
+async def held_now(hosted: HostedHarness) -> Decimal:
+    return Decimal(str((await hosted.client.get("/v1/account")).json()["held_rupiah"]))
+
+
+async def test_a_run_holds_its_calls_with_its_creation_and_its_tool_outputs(
+    hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+) -> None:
+    # The worker takes no hold of its own: the first call's hold rides with the run's
+    # creation, the second's with the tool outputs, each in the write that happens anyway.
+    hosted = hosted_openai
+    fake_openai.script([WEATHER_CALL, {"content": "Sunny, 32 °C."}])
+    # The output cap's price, and the prompt's kilobyte or so (tool schema included).
+    output_cap_price = Decimal(16_384 * 9900) / 1_000_000
+    run = await hosted.new_run(model_id=OPENAI_MODEL)
+    assert output_cap_price < await held_now(hosted) < output_cap_price + 3
+    with HoldWrites() as worker_holds:
+        await hosted.work()
+    paused = await hosted.get_run(run["id"])
+    assert paused["status"] == "requires_action" and await held_now(hosted) == 0
+
+    assert (await hosted.answer(paused)).status_code == 200
+    assert output_cap_price < await held_now(hosted) < output_cap_price + 3
+    with worker_holds:
+        await hosted.work()
+    done = await hosted.get_run(run["id"])
+    assert done["status"] == "succeeded" and worker_holds.count == 0
+    balance, held = await account_state(hosted, "tester")
+    assert held == 0 and balance == 1_000_000 - Decimal(str(done["cost_rupiah"]))
+
+
+async def test_a_thread_with_history_holds_the_rest_before_the_call(
+    hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+) -> None:
+    hosted = hosted_openai
+    fake_openai.script([{"content": "x" * 4000}, {"content": "short"}])
+    agent = await hosted.create_agent(model_id=OPENAI_MODEL, tools=[])
+    thread = await hosted.create_thread(agent["id"])
+    first = (await hosted.start_run(thread["id"], "first")).json()
+    await hosted.work()
+    # The second run's creation holds as for a new thread; the 4 kB answer before it makes the
+    # call larger, so the worker replaces that hold with a larger one before calling.
+    second = (await hosted.start_run(thread["id"], "second")).json()
+    with HoldWrites() as worker_holds:
+        await hosted.work()
+    assert (await hosted.get_run(second["id"]))["status"] == "succeeded"
+    assert worker_holds.count == 1
+    spent = await ledger_total(hosted, [first["id"], second["id"]])
+    assert await account_state(hosted, "tester") == (1_000_000 - spent, Decimal(0))
+
+
+async def test_cancelling_a_resumed_run_before_a_worker_takes_it_gives_its_hold_back(
+    hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+) -> None:
+    hosted = hosted_openai
+    fake_openai.script([WEATHER_CALL])
+    run = await hosted.new_run(model_id=OPENAI_MODEL)
+    await hosted.work()
+    await hosted.answer(await hosted.get_run(run["id"]))
+    assert (await account_state(hosted, "tester"))[1] > 0
+    cancelled = await hosted.client.post(f"/v1/runs/{run['id']}/cancel")
+    assert cancelled.json()["status"] == "cancelled"
+    balance, held = await account_state(hosted, "tester")
+    assert held == 0 and balance == 1_000_000 - Decimal(str(cancelled.json()["cost_rupiah"]))

@@ -209,14 +209,13 @@ class TestIllegalTransitions:
         run = await hosted.new_run()
         with pytest.raises(IntegrityError):
             async with hosted.context.engine.begin() as connection:
+                columns = [column.name for column in runs.columns]
+                copied = ["'run_copy'" if name == "id" else name for name in columns]
+                copied = ["NULL" if name == "idempotency_key" else name for name in copied]
                 await connection.execute(
                     text(
-                        "INSERT INTO runs SELECT 'run_copy', account_id, thread_id, agent_id, "
-                        "status, step_count, max_steps, cost_rupiah, input, output, error, "
-                        "pending_tool_calls, pause_count, tool_outputs, NULL, lease_owner, "
-                        "lease_expires_at, attempts, active_seconds, active_since, deadline_at, "
-                        "waiting_since, created_at, updated_at, finished_at, "
-                        "idempotency_body_hash FROM runs WHERE id = :id"
+                        f"INSERT INTO runs ({', '.join(columns)}) "
+                        f"SELECT {', '.join(copied)} FROM runs WHERE id = :id"
                     ),
                     {"id": run["id"]},
                 )

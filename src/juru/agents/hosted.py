@@ -127,6 +127,19 @@ def pending_call(call: dict[str, Any]) -> dict[str, str]:
     return {"id": call["id"], "name": call["name"], "arguments": json.dumps(call["args"])}
 
 
+def bound_tool_schemas(
+    tools: Sequence[dict[str, Any]], builtin_tools: Sequence[str]
+) -> list[dict[str, Any]]:
+    """The tools a hosted agent's model is given: its client tools, then its built-in ones."""
+    builtins = sorted(name for name in set(builtin_tools) if name in BUILTIN_SCHEMAS)
+    return [*tools, *(BUILTIN_SCHEMAS[name] for name in builtins)]
+
+
+def first_prompt(system_prompt: str, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """What the model is sent for a run's first step on a new thread."""
+    return [SystemMessage(system_prompt), *messages] if system_prompt else list(messages)
+
+
 class HostedAgent:
     """The nodes of one hosted agent."""
 
@@ -140,7 +153,7 @@ class HostedAgent:
         self.client_tools = {tool["function"]["name"] for tool in tools}
         self.builtin_tools = {name for name in builtin_tools if name in BUILTIN_SCHEMAS}
         # The model sees both kinds alike; only the graph knows which ones the server runs.
-        bound = [*tools, *(BUILTIN_SCHEMAS[name] for name in sorted(self.builtin_tools))]
+        bound = bound_tool_schemas(tools, builtin_tools)
         self.tool_schemas = bound
         self.model = model.bind_tools(bound) if bound else model
         self.system_prompt = system_prompt
@@ -152,8 +165,7 @@ class HostedAgent:
         if steps >= max_steps:
             raise StepLimitError(f"the run reached its limit of {max_steps} model calls")
         history: list[AnyMessage] = close_dangling_calls(state["messages"])
-        if self.system_prompt:
-            history = [SystemMessage(self.system_prompt), *history]
+        history = first_prompt(self.system_prompt, history)  # type: ignore[assignment]
         reply = await self._paid_call(history, configurable.get(FUNDS_KEY), steps + 1)
         if reply.id is None or MESSAGE_IDS_KEY in configurable:
             reply.id = message_id(config, steps + 1)

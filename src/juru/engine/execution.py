@@ -5,10 +5,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    convert_to_openai_messages,
+)
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.errors import GraphRecursionError
 from langgraph.pregel import Pregel
@@ -26,7 +33,7 @@ from juru.agents.hosted import (
     step_message_id,
     step_of_message,
 )
-from juru.billing.meter import Meter
+from juru.billing.meter import Meter, input_token_bound, json_bytes
 from juru.core.errors import InsufficientBalanceError
 from juru.core.states import FailureReason
 from juru.engine.graphs import CompiledGraphs
@@ -113,6 +120,15 @@ class RunExecution:
         # A paid model call is in flight: losing the lease now waits for it to return, so
         # that the call is charged (`_charge_orphans`) rather than cut off unpaid.
         self.calling = False
+        # The hold taken for this turn's first call when the tool outputs were submitted (not
+        # yet adopted or given back), and whether the run's row still names it.
+        self.pre_hold = run.hold_id
+        self.names_pre_hold = run.hold_id is not None
+        if run.hold_id is not None:
+            self.open_holds.add(run.hold_id)
+        # The last paid prompt's bound and its reply's bytes, for the pause to remember.
+        self.prompt_bytes: int | None = None
+        self.reply_bytes = 0
 
     async def execute(self) -> None:
         """Run to the next pause or the end, guarded by the lease (renewed, and watched)."""
@@ -217,12 +233,23 @@ class RunExecution:
         meter = self.context.meter
         if not meter.is_paid(self.model_id):
             return None
-        hold_id = meter.new_hold_id()
-        # Known before the write, so that a cancellation during it still releases the hold.
-        self.open_holds.add(hold_id)
-        await meter.hold_call(
-            self.run.account_id, self.model_id, history, tools, None, self.run.id, hold_id
-        )
+        self.prompt_bytes = input_token_bound(history, tools)
+        amount = meter.most_a_prompt_costs(self.model_id, self.prompt_bytes)
+        pre_hold, self.pre_hold = self.pre_hold, None
+        if pre_hold is not None and (self.run.hold_rupiah or 0) >= amount:
+            hold_id = pre_hold  # taken with the tool outputs: no write of its own
+        else:
+            hold_id = meter.new_hold_id()
+            # Known before the write, so that a cancellation during it still releases it.
+            self.open_holds.add(hold_id)
+            await meter.hold(
+                self.run.account_id,
+                amount,
+                self.model_id,
+                self.run.id,
+                hold_id,
+                replacing=pre_hold,
+            )
         self.step_holds[step] = hold_id
         self.calling = True
         return hold_id
@@ -231,6 +258,8 @@ class RunExecution:
         """`CallFunds.settle`: a reply's hold waits for the step's write, which charges the
         call; a call that failed gives its hold back."""
         self.calling = False
+        if reply is not None and self.prompt_bytes is not None:
+            self.reply_bytes = json_bytes(convert_to_openai_messages(reply))
         if reply is None and hold_id is not None:
             self.step_holds.pop(step, None)
             self.open_holds.discard(hold_id)
@@ -383,10 +412,12 @@ class RunExecution:
             step_count=self.steps,
             charges=tuple(self.charges),
             status=status,
+            run_values={"hold_id": None, "hold_rupiah": None} if self.names_pre_hold else {},
         )
         if not await self.machine.record_step(step, self.context.meter.rules):
             await self._charge_orphans()
             raise LeaseLostError(self.run.id)
+        self.names_pre_hold = False
         self._charged()
         self.unwritten.clear()
 
@@ -433,6 +464,13 @@ class RunExecution:
             change = self.machine.failing(error, self.steps)
         elif pending is not None:
             change = self.machine.pausing(self.run, pending, self.steps)
+            if self.prompt_bytes is not None:
+                # What the next call sends before the outputs: submitting them holds it.
+                next_call = {
+                    "next_prompt_bytes": self.prompt_bytes + self.reply_bytes,
+                    "next_model_id": self.model_id,
+                }
+                change = replace(change, values={**change.values, **next_call})
         else:
             change = self.machine.succeeding(output, self.steps)
         try:

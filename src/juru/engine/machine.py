@@ -14,6 +14,7 @@ from juru.engine.events import RunEvents
 from juru.store import runs as run_store
 from juru.store import steps as step_store
 from juru.store.database import Database
+from juru.store.holds import Hold
 from juru.store.records import RunRecord
 from juru.store.runs import RunGuard
 from juru.store.steps import StatusChange, StepWrite
@@ -63,9 +64,20 @@ class RunMachine:
         target: RunStatus,
         values: dict[str, Any] | None = None,
         guard: RunGuard | None = None,
+        *,
+        hold: Hold | None = None,
+        release_unclaimed_hold: bool = False,
     ) -> RunRecord | None:
         moved = await run_store.transition_run(
-            self.engine, run_id, sources, target, self.clock.now(), values, guard
+            self.engine,
+            run_id,
+            sources,
+            target,
+            self.clock.now(),
+            values,
+            guard,
+            hold=hold,
+            release_unclaimed_hold=release_unclaimed_hold,
         )
         if moved is not None:
             await self.events.publish(run_id)
@@ -121,9 +133,10 @@ class RunMachine:
         return recorded
 
     async def submit_tool_outputs(
-        self, run: RunRecord, outputs: dict[str, str]
+        self, run: RunRecord, outputs: dict[str, str], hold: Hold | None = None
     ) -> RunRecord | None:
-        """requires_action → running with the caller's outputs, for a worker to pick up."""
+        """requires_action → running with the caller's outputs, for a worker to pick up; with
+        `hold` (the next call's pre-hold) taken in the same write when it fits."""
         now = self.clock.now()
         remaining = self.limits.wall_clock_seconds - run.active_seconds
         values = {
@@ -141,6 +154,7 @@ class RunMachine:
             RunStatus.RUNNING,
             values,
             RunGuard(pause_count=run.pause_count),
+            hold=hold,
         )
         if moved is not None:
             await self.events.announce_work()
@@ -169,7 +183,9 @@ class RunMachine:
 
     async def cancel(self, run_id: str) -> RunRecord | None:
         """Any active status → cancelled; None if the run had already ended."""
-        return await self._move(run_id, ACTIVE, RunStatus.CANCELLED, self._ended())
+        return await self._move(
+            run_id, ACTIVE, RunStatus.CANCELLED, self._ended(), release_unclaimed_hold=True
+        )
 
     async def expire(self, run: RunRecord, waiting_cutoff: datetime) -> RunRecord | None:
         return await self._move(
@@ -187,6 +203,7 @@ class RunMachine:
             RunStatus.FAILED,
             self._ended(error=FailureReason.TIMEOUT.value),
             RunGuard(deadline_before=self.clock.now()),
+            release_unclaimed_hold=True,
         )
 
     async def claim(self, worker: str, limit: int = 1) -> list[RunRecord]:

@@ -13,10 +13,12 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from juru.agents.hosted import bound_tool_schemas, first_prompt
+from juru.billing.meter import Meter, input_token_bound
 from juru.core.errors import ConflictError, UnprocessableError, invalid, not_found
 from juru.core.ids import new_id
 from juru.core.states import RunStatus
-from juru.engine.execution import hosted_thread_key
+from juru.engine.execution import INPUT_ROLES, hosted_thread_key
 from juru.engine.machine import RunMachine
 from juru.hosted.agents import check_builtin_tools, check_model, check_tool_names
 from juru.models.catalog import ModelCatalog
@@ -26,6 +28,7 @@ from juru.store import idempotency as idempotency_store
 from juru.store import runs as run_store
 from juru.store import transcript as transcript_store
 from juru.store import usage as usage_store
+from juru.store.holds import Hold
 from juru.store.hosted import invalid_cursor
 from juru.store.pages import Page, PageRequest
 from juru.store.records import (
@@ -50,6 +53,7 @@ class HostedService:
     machine: RunMachine
     catalog: ModelCatalog
     checkpointer: BaseCheckpointSaver[Any]
+    meter: Meter
 
     @property
     def engine(self) -> Any:
@@ -183,10 +187,11 @@ class HostedService:
             "idempotency_body_hash": body_hash(run_input) if idempotency_key else None,
             **self.machine.new_run_values(),
         }
-        run, created = await self._insert_run(values)
+        hold = self._first_call_hold(account_id, agent, run_input, values["id"])
+        run, created = await self._insert_run(values, hold)
         if not created and self._expired(run):
             await idempotency_store.forget_key(self.engine, run.id)
-            run, created = await self._insert_run(values)
+            run, created = await self._insert_run(values, hold)
         if not created and run.idempotency_body_hash not in (None, values["idempotency_body_hash"]):
             raise UnprocessableError(
                 f"Idempotency-Key {idempotency_key!r} was used on this thread for run {run.id} "
@@ -197,9 +202,25 @@ class HostedService:
             await self.machine.events.announce_work()
         return run
 
-    async def _insert_run(self, values: dict[str, Any]) -> tuple[RunRecord, bool]:
+    def _first_call_hold(
+        self, account_id: str, agent: AgentRecord, run_input: list[dict[str, str]], run_id: str
+    ) -> Hold | None:
+        """The hold of the run's first call as a new thread would send it, taken with the
+        run's creation (a thread with history sends more: the worker then holds the rest)."""
+        if not self.meter.is_paid(agent.model_id):
+            return None
+        messages = [INPUT_ROLES[item["role"]](item["content"]) for item in run_input]
+        prompt = input_token_bound(
+            first_prompt(agent.system_prompt, messages),
+            bound_tool_schemas(agent.tools, agent.builtin_tools),
+        )
+        return self.meter.prompt_hold(account_id, agent.model_id, prompt, run_id)
+
+    async def _insert_run(
+        self, values: dict[str, Any], hold: Hold | None
+    ) -> tuple[RunRecord, bool]:
         try:
-            return await run_store.create_run(self.engine, values)
+            return await run_store.create_run(self.engine, values, hold)
         except run_store.ThreadBusyError:
             raise ConflictError(
                 f"thread {values['thread_id']} already has an active run", "thread_busy"
@@ -246,7 +267,9 @@ class HostedService:
             raise _not_waiting(run)
         _check_outputs(run, outputs)
         by_id = {item["tool_call_id"]: item["output"] for item in outputs}
-        moved = await self.machine.submit_tool_outputs(run, by_id)
+        # The run's next model call is held with the outputs, not in a write of its own.
+        hold = self.meter.pre_hold(run, by_id)
+        moved = await self.machine.submit_tool_outputs(run, by_id, hold)
         if moved is None:
             raise _not_waiting(await self.run(account_id, run_id))
         return moved

@@ -84,9 +84,15 @@ def release_in(connection: Connection, account_id: str, hold_id: str) -> None:
         )
 
 
-async def hold(engine: Database, hold: Hold) -> bool:
-    """`take_hold` in a transaction of its own."""
-    return await write(engine, lambda connection: take_hold(connection, hold))
+async def hold(engine: Database, hold: Hold, replacing: str | None = None) -> bool:
+    """`take_hold` in a transaction of its own, giving back the hold `replacing` first."""
+
+    def replace_and_take(connection: Connection) -> bool:
+        if replacing is not None:
+            release_in(connection, hold.account_id, replacing)
+        return take_hold(connection, hold)
+
+    return await write(engine, replace_and_take)
 
 
 async def release(engine: Database, account_id: str, hold_ids: list[str]) -> None:

@@ -79,6 +79,10 @@ class RunRecord(_Record):
     updated_at: datetime
     finished_at: datetime | None
     idempotency_body_hash: str | None = None
+    next_prompt_bytes: int | None = None
+    next_model_id: str | None = None
+    hold_id: str | None = None
+    hold_rupiah: Decimal | None = None
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from sqlalchemy.exc import IntegrityError
 
 from juru.core.states import RunStatus, check_transition
 from juru.store.database import Database
+from juru.store.holds import Hold, release_in, take_hold
 from juru.store.hosted import page_of
 from juru.store.pages import Page, PageRequest
 from juru.store.records import RunRecord
@@ -65,11 +66,14 @@ async def _changed_a_row(engine: Database, statement: Any) -> bool:
     return bool(await write(engine, execute))
 
 
-async def create_run(engine: Database, values: dict[str, Any]) -> tuple[RunRecord, bool]:
+async def create_run(
+    engine: Database, values: dict[str, Any], hold: Hold | None = None
+) -> tuple[RunRecord, bool]:
     """Insert a queued run; with an idempotency key already used on the thread, return that run.
 
     Returns the run and whether it was created now. Raises ThreadBusyError when another run of
-    the thread is active. Concurrent duplicates are settled by the unique constraints.
+    the thread is active. Concurrent duplicates are settled by the unique constraints. `hold`,
+    when given and when it fits, is taken in the same transaction for the run's first call.
     """
     key = values.get("idempotency_key")
     if key is not None:
@@ -77,7 +81,7 @@ async def create_run(engine: Database, values: dict[str, Any]) -> tuple[RunRecor
         if existing is not None:
             return existing, False
     try:
-        created = await _returning_run(engine, insert(runs).values(values).returning(*runs.c))
+        created = await _insert_holding(engine, values, hold)
     except IntegrityError:
         if key is not None:
             existing = await find_by_idempotency_key(engine, values["thread_id"], key)
@@ -86,6 +90,17 @@ async def create_run(engine: Database, values: dict[str, Any]) -> tuple[RunRecor
         raise ThreadBusyError(values["thread_id"]) from None
     assert created is not None
     return created, True
+
+
+async def _insert_holding(engine: Database, values: dict[str, Any], hold: Hold | None) -> RunRecord:
+    def insert_run(connection: Connection) -> RunRecord:
+        row_values = dict(values)
+        if hold is not None and take_hold(connection, hold):
+            row_values.update(hold_id=hold.id, hold_rupiah=hold.amount)
+        row = connection.execute(insert(runs).values(row_values).returning(*runs.c)).one()
+        return RunRecord.from_row(row._mapping)
+
+    return await write(engine, insert_run)
 
 
 async def active_runs_of_agent(engine: Database, account_id: str, agent_id: str) -> list[str]:
@@ -128,6 +143,10 @@ class RunGuard:
         return conditions
 
 
+class _NotMoved(Exception):
+    """Rolls a transition back: the run was not in an expected status any more."""
+
+
 async def transition_run(
     engine: Database,
     run_id: str,
@@ -136,14 +155,21 @@ async def transition_run(
     now: datetime,
     values: dict[str, Any] | None = None,
     guard: RunGuard | None = None,
+    *,
+    hold: Hold | None = None,
+    release_unclaimed_hold: bool = False,
 ) -> RunRecord | None:
     """Move the run to `target` if it is in one of `sources` (and `guard` holds).
 
-    Returns the updated run, or None when it was not in an expected status any more.
-    An edge the state machine does not have raises IllegalTransitionError before any write.
+    Returns the updated run, or None (and nothing written) when it was not in an expected
+    status any more. An edge the state machine does not have raises IllegalTransitionError
+    before any write. In the same transaction: `hold`, when given and when it fits, is taken
+    for the run's next model call (its pre-hold); `release_unclaimed_hold` gives back a
+    pre-hold that no worker has claimed (a worker's own holds are its to settle).
     """
     for source in sources:
         check_transition(source, target)
+    changes = {"status": target.value, "updated_at": now, **(values or {})}
     statement = (
         update(runs)
         .where(
@@ -151,10 +177,31 @@ async def transition_run(
             runs.c.status.in_([s.value for s in sources]),
             *(guard or RunGuard()).conditions(),
         )
-        .values(status=target.value, updated_at=now, **(values or {}))
         .returning(*runs.c)
     )
-    return await _returning_run(engine, statement)
+
+    def move(connection: Connection) -> RunRecord:
+        unclaimed = None
+        if release_unclaimed_hold:
+            unclaimed = connection.execute(
+                select(runs.c.hold_id, runs.c.account_id)
+                .where(runs.c.id == run_id, runs.c.lease_owner.is_(None))
+                .with_for_update()
+            ).first()
+            changes.update(hold_id=None, hold_rupiah=None)
+        if hold is not None and take_hold(connection, hold):
+            changes.update(hold_id=hold.id, hold_rupiah=hold.amount)
+        row = connection.execute(statement.values(changes)).first()
+        if row is None:
+            raise _NotMoved
+        if unclaimed is not None and unclaimed.hold_id is not None:
+            release_in(connection, unclaimed.account_id, unclaimed.hold_id)
+        return RunRecord.from_row(row._mapping)
+
+    try:
+        return await write(engine, move)
+    except _NotMoved:
+        return None
 
 
 async def claim_runs(

@@ -48,6 +48,8 @@ class StepWrite:
     step_count: int | None = None
     charges: Sequence[ChargeRequest] = ()
     status: StatusChange | None = None
+    # Other columns of the run to set (a pre-hold's id cleared once the step has used it).
+    run_values: dict[str, Any] = field(default_factory=dict)
 
 
 class _LeaseLost(Exception):
@@ -65,7 +67,7 @@ async def record_step(engine: Database, step: StepWrite, rules: PriceRules) -> b
         cost = Decimal(0)
         for charge in step.charges:
             cost += take_charge(connection, charge, rules, step.tier)
-        values: dict[str, Any] = {"updated_at": step.now}
+        values: dict[str, Any] = {"updated_at": step.now, **step.run_values}
         conditions = [runs.c.id == step.run_id, held_by(step.worker)]
         if cost:
             values["cost_rupiah"] = runs.c.cost_rupiah + cost

@@ -129,6 +129,14 @@ runs = Table(
     Column("idempotency_key", String(255), nullable=True),
     # SHA-256 (hex) of the request that first used the key: a replay must match it.
     Column("idempotency_body_hash", String(64), nullable=True),
+    # Set by the pause: what the next model call will send (its prompt's bytes, as the hold
+    # counts them, before the tool outputs) and to which model.
+    Column("next_prompt_bytes", Integer, nullable=True),
+    Column("next_model_id", String(200), nullable=True),
+    # A hold taken for the run's next call when its tool outputs were submitted; the worker
+    # adopts it (or gives it back), and the step's write clears it.
+    Column("hold_id", String(40), nullable=True),
+    Column("hold_rupiah", Money(), nullable=True),
     Column("lease_owner", String(100), nullable=True),
     Column("lease_expires_at", UtcDateTime(), nullable=True),
     Column("attempts", Integer, nullable=False),
