@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -106,13 +108,21 @@ def fresh_postgres_url(request: pytest.FixtureRequest) -> Iterator[str]:
     _admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated SQLite file to copy per test (migrating each test's file took 0.15 s)."""
+    template = tmp_path_factory.mktemp("sqlite-template") / "juru.db"
+    upgrade_to_head(DatabaseUrl.parse(f"sqlite:///{template}"))
+    return template
+
+
 @pytest.fixture(params=DATABASES)
 def database_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
     """A migrated, empty database: a SQLite file, or a PostgreSQL database of its own."""
     if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path}/juru.db"
-        upgrade_to_head(DatabaseUrl.parse(url))
-        return url
+        template: Path = request.getfixturevalue("sqlite_template")
+        shutil.copyfile(template, tmp_path / "juru.db")
+        return f"sqlite:///{tmp_path}/juru.db"
     fresh: str = request.getfixturevalue("fresh_postgres_url")
     return fresh
 
