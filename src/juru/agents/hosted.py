@@ -18,7 +18,7 @@ from decimal import Decimal
 from typing import Any, Protocol
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -164,9 +164,8 @@ class HostedAgent:
         steps = state.get("run_steps", 0)
         if steps >= max_steps:
             raise StepLimitError(f"the run reached its limit of {max_steps} model calls")
-        history: list[AnyMessage] = close_dangling_calls(state["messages"])
-        history = first_prompt(self.system_prompt, history)  # type: ignore[assignment]
-        reply = await self._paid_call(history, configurable.get(FUNDS_KEY), steps + 1)
+        prompt = first_prompt(self.system_prompt, close_dangling_calls(state["messages"]))
+        reply = await self._paid_call(prompt, configurable.get(FUNDS_KEY), steps + 1)
         if reply.id is None or MESSAGE_IDS_KEY in configurable:
             reply.id = message_id(config, steps + 1)
         streak = [*state.get("call_streak", []), call_signature(reply.tool_calls)]
@@ -180,12 +179,12 @@ class HostedAgent:
         return {"messages": [reply], "run_steps": steps + 1, "call_streak": streak}
 
     async def _paid_call(
-        self, history: list[AnyMessage], funds: CallFunds | None, step: int
+        self, prompt: list[BaseMessage], funds: CallFunds | None, step: int
     ) -> AIMessage:
         """The model call, with its hold taken before it and settled after it."""
-        hold_id = None if funds is None else await funds.hold(history, self.tool_schemas, step)
+        hold_id = None if funds is None else await funds.hold(prompt, self.tool_schemas, step)
         try:
-            reply = await self.model.ainvoke(history)
+            reply = await self.model.ainvoke(prompt)
         except BaseException:
             if funds is not None:
                 await asyncio.shield(funds.settle(hold_id, None, step))

@@ -120,15 +120,13 @@ class Meter:
         messages: Sequence[BaseMessage],
         tools: Sequence[Any] = (),
         max_tokens: int | None = None,
-        run_id: str | None = None,
-        hold_id: str | None = None,
     ) -> str | None:
         """Hold the most a call to `model_id` can cost; its id, or None for a free model.
         `InsufficientBalanceError` when it does not fit."""
         if not self.is_paid(model_id):
             return None
         amount = self.most_a_call_costs(model_id, messages, tools, max_tokens)
-        return await self.hold(account_id, amount, model_id, run_id, hold_id)
+        return await self.hold(account_id, amount, model_id)
 
     def pre_hold(self, run: RunRecord, outputs: Mapping[str, str]) -> hold_store.Hold | None:
         """The hold of the call a paused run makes once it has these tool outputs, to take

@@ -108,29 +108,29 @@ async def release(engine: Database, account_id: str, hold_ids: list[str]) -> Non
 
 async def release_expired(engine: Database, now: datetime, batch: int = 500) -> int:
     """Release holds past their expiry (their process died before settling them); returns
-    how many were released."""
-
-    def release_batch(connection: Connection) -> int:
-        expired = connection.execute(
-            select(balance_holds.c.id, balance_holds.c.account_id)
-            .where(balance_holds.c.expires_at < now)
-            .order_by(balance_holds.c.expires_at)
-            .limit(batch)
-        ).all()
-        for hold_id, account_id in expired:
-            release_in(connection, account_id, hold_id)
-        return len(expired)
-
-    return await write(engine, release_batch)
-
-
-async def held_total(engine: Database, account_id: str) -> tuple[Decimal, int]:
-    """The sum and number of the account's hold rows (what `held_rupiah` must equal)."""
-    row = await engine.first_row(
-        select(
-            func.coalesce(func.sum(balance_holds.c.amount_rupiah), 0).label("amount"),
-            func.count().label("holds"),
-        ).where(balance_holds.c.account_id == account_id)
+    how many were found. A sweep that finds none writes nothing."""
+    expired = await engine.rows(
+        select(balance_holds.c.id, balance_holds.c.account_id)
+        .where(balance_holds.c.expires_at < now)
+        .order_by(balance_holds.c.expires_at)
+        .limit(batch)
     )
-    assert row is not None
-    return Decimal(row["amount"]), int(row["holds"])
+
+    def release_batch(connection: Connection) -> None:
+        # A hold settled since the read is gone: releasing it again changes nothing.
+        for row in expired:
+            release_in(connection, row["account_id"], row["id"])
+
+    if expired:
+        await write(engine, release_batch)
+    return len(expired)
+
+
+async def held_total(engine: Database, account_id: str) -> Decimal:
+    """The sum of the account's hold rows (what `held_rupiah` must equal)."""
+    total = await engine.scalar(
+        select(func.coalesce(func.sum(balance_holds.c.amount_rupiah), 0)).where(
+            balance_holds.c.account_id == account_id
+        )
+    )
+    return Decimal(total)

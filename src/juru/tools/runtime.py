@@ -83,9 +83,8 @@ class BuiltinRuntime:
         meter = services.meter
         hold_id = None
         if call.list_cost > 0:
-            hold_id = meter.new_hold_id()
             try:
-                await meter.hold(self.account_id, call.list_cost, call.name, self.run_id, hold_id)
+                hold_id = await meter.hold(self.account_id, call.list_cost, call.name, self.run_id)
             except InsufficientBalanceError as error:
                 raise BuiltinToolError(str(error)) from None
         try:
