@@ -70,11 +70,11 @@ def input_message_id(run_id: str, index: int) -> str:
     return f"{run_id}_in{index}"
 
 
-def input_messages(run: RunRecord) -> list[BaseMessage]:
-    """The run's input as messages, with ids derived from the run (stable across retries)."""
+def input_messages(run_id: str, run_input: Sequence[dict[str, str]]) -> list[BaseMessage]:
+    """A run's input as messages, with ids derived from the run (stable across retries)."""
     return [
-        INPUT_ROLES[item["role"]](item["content"], id=input_message_id(run.id, index))
-        for index, item in enumerate(run.input)
+        INPUT_ROLES[item["role"]](item["content"], id=input_message_id(run_id, index))
+        for index, item in enumerate(run_input)
     ]
 
 
@@ -313,7 +313,7 @@ class RunExecution:
             await self._settle(output=last.text if isinstance(last, AIMessage) else "")
             return
         else:
-            messages = input_messages(self.run)
+            messages = input_messages(self.run.id, self.run.input)
             await self._write_input(messages)
             stream = runner.stream_message(
                 agent, run_input(messages), self.thread_key, limit, self._options(True)
@@ -351,7 +351,7 @@ class RunExecution:
             if not self.run.step_count:
                 # Stopped right after the input's checkpoint, before the graph took the input in:
                 # the continuation will not show it as a step, so it is written from the run.
-                self._buffer(input_messages(self.run))
+                self._buffer(input_messages(self.run.id, self.run.input))
             return
         unwritten = messages[start + 1 if self.run.step_count else start :]
         self._buffer(unwritten)

@@ -18,7 +18,7 @@ from juru.billing.meter import Meter, input_token_bound
 from juru.core.errors import ConflictError, UnprocessableError, invalid, not_found
 from juru.core.ids import new_id
 from juru.core.states import RunStatus
-from juru.engine.execution import INPUT_ROLES, hosted_thread_key
+from juru.engine.execution import hosted_thread_key, input_messages
 from juru.engine.machine import RunMachine
 from juru.hosted.agents import check_builtin_tools, check_model, check_tool_names
 from juru.models.catalog import ModelCatalog
@@ -209,9 +209,8 @@ class HostedService:
         run's creation (a thread with history sends more: the worker then holds the rest)."""
         if not self.meter.is_paid(agent.model_id):
             return None
-        messages = [INPUT_ROLES[item["role"]](item["content"]) for item in run_input]
         prompt = input_token_bound(
-            first_prompt(agent.system_prompt, messages),
+            first_prompt(agent.system_prompt, input_messages(run_id, run_input)),
             bound_tool_schemas(agent.tools, agent.builtin_tools),
         )
         return self.meter.prompt_hold(account_id, agent.model_id, prompt, run_id)
