@@ -19,6 +19,7 @@ from juru.http.hosted import chat as hosted_chat
 from juru.http.hosted import library as hosted_library
 from juru.http.hosted import routes as hosted_routes
 from juru.http.hosted.chat_schemas import ChatCompletionChunk
+from juru.http.hosted.schemas import MessageDeltaOut, StepEventOut
 from juru.http.openapi import install_docs, install_openapi
 from juru.http.rate_limit_headers import RateLimitHeadersMiddleware
 from juru.settings import Settings
@@ -58,7 +59,7 @@ def create_app(
         docs_url=None,  # served by install_docs, from Juru's own copy of the assets
         redoc_url=None,
     )
-    install_openapi(app, ChatCompletionChunk)
+    install_openapi(app, ChatCompletionChunk, StepEventOut, MessageDeltaOut)
     install_docs(app)
     install_error_handlers(app)
     app.add_middleware(RateLimitHeadersMiddleware)

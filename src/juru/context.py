@@ -140,7 +140,9 @@ async def open_context(
             database, engine, settings.sqlite_busy_timeout_ms
         ) as checkpointer:
             registry = FeatureRegistry(features, checkpointer)
-            limits = limits or RunLimits(lease_seconds=settings.lease_seconds)
+            limits = limits or RunLimits(
+                lease_seconds=settings.lease_seconds, events_days=settings.run_events_days
+            )
             machine = RunMachine(engine, events, clock, limits)
             meter = Meter(engine, catalog, price_rules(settings), clock, settings.hold_seconds)
             runtime_agents = RuntimeAgents(
@@ -174,7 +176,9 @@ async def open_context(
                     features=registry,
                     playground=Playground(registry, engine),
                     machine=machine,
-                    hosted=HostedService(machine, catalog, checkpointer, meter),
+                    hosted=HostedService(
+                        machine, catalog, checkpointer, meter, settings.stream_heartbeat_seconds
+                    ),
                     meter=meter,
                     chat=ChatCompletions(catalog, meter, settings.provider_env),
                     access=Access(engine, limiter, keys),

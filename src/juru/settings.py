@@ -125,6 +125,19 @@ class Settings(BaseSettings):
         description="How long a balance hold taken before a paid call lasts when its process "
         "dies before settling it; then the reaper gives it back. Longer than any model call.",
     )
+    run_events_days: float = Field(
+        default=30.0,
+        gt=0,
+        description="How long a finished run's event log (`GET /v1/runs/:id/events`) is kept; "
+        "then the reaper deletes it (the run itself stays).",
+    )
+    stream_heartbeat_seconds: float = Field(
+        default=15.0,
+        gt=0,
+        le=300,
+        description="How often an open event stream with nothing to send writes a comment line, "
+        "so that proxies and clients know it is alive.",
+    )
     runtime_enabled: bool = Field(
         default=False,
         description="Serve the Agent Runtime contract (/api/reasoning_engine, "

@@ -559,7 +559,9 @@ class TestRuns:
         path = f"/v1/threads/{thread['id']}/runs"
         response = await hosted.client.post(path, json={})
         assert "input" in api_error(response, 400, "invalid_request")
-        response = await hosted.client.post(path, json={"input": "hi", "stream": True})
+        response = await hosted.client.post(path, json={"input": "hi", "model": "x"})
+        assert "model" in api_error(response, 400, "invalid_request")
+        response = await hosted.client.post(path, json={"input": "hi", "stream": "yes"})
         assert "stream" in api_error(response, 400, "invalid_request")
         assert (await get_json(hosted, path))["data"] == []
 
@@ -804,8 +806,10 @@ def samples(run: dict[str, Any]) -> list[Sample]:
         ("GET", "/v1/threads/{thread_id}/messages", {}),
         ("GET", "/v1/threads/{thread_id}/runs", {}),
         ("POST", "/v1/threads/{thread_id}/runs", {"json": {"input": "hi"}}),
+        ("POST", "/v1/threads/{thread_id}/runs", {"json": {"input": "hi", "stream": True}}),
         ("GET", "/v1/runs/{run_id}", {}),
         ("GET", "/v1/runs/{run_id}", {"params": {"wait": 1}}),
+        ("GET", "/v1/runs/{run_id}/events", {}),
         ("POST", "/v1/runs/{run_id}/tool_outputs", {"json": {"outputs": outputs}}),
         ("POST", "/v1/runs/{run_id}/cancel", {}),
         ("GET", "/v1/files/{file_id}", {}),

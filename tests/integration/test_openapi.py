@@ -87,13 +87,18 @@ async def test_every_hosted_answer_has_a_named_schema(client: AsyncClient) -> No
     published = await description(client)
     schemas = published["components"]["schemas"]
     for method, path, operation in hosted_operations(published):
-        (status,) = [code for code in operation["responses"] if code.startswith("2")]
-        content = operation["responses"][status]["content"]
         if path.endswith("/content"):
             continue  # the file's own bytes
-        ref = content["application/json"]["schema"]["$ref"]
-        name = ref.rsplit("/", 1)[-1]
-        assert schemas[name]["type"] == "object" and schemas[name]["properties"], (method, path)
+        for status, answer in operation["responses"].items():
+            if not status.startswith("2"):
+                continue
+            for kind, content in answer["content"].items():
+                text = json.dumps(content["schema"])
+                refs = re.findall(r"#/components/schemas/(\w+)", text)
+                assert refs, (method, path, status, kind)
+                for name in refs:
+                    schema = schemas[name]
+                    assert schema["type"] == "object" and schema["properties"], (path, name)
     run = schemas["RunOut"]
     assert run["properties"]["status"] == {"$ref": "#/components/schemas/RunStatus"}
     assert schemas["RunStatus"]["enum"] == [status.value for status in RunStatus]
@@ -101,6 +106,13 @@ async def test_every_hosted_answer_has_a_named_schema(client: AsyncClient) -> No
     assert "url" in schemas["FileOut"]["required"]
     event_stream = published["paths"]["/v1/chat/completions"]["post"]["responses"]["200"]
     assert "ChatCompletionChunk" in json.dumps(event_stream["content"]["text/event-stream"])
+    run_stream = published["paths"]["/v1/runs/{run_id}/events"]["get"]["responses"]["200"]
+    described = json.dumps(run_stream["content"]["text/event-stream"])
+    assert {"RunOut", "MessageOut", "StepEventOut", "MessageDeltaOut"} <= set(
+        re.findall(r"schemas/(\w+)", described)
+    )
+    created = published["paths"]["/v1/threads/{thread_id}/runs"]["post"]["responses"]
+    assert {"200", "202"} <= set(created) and "text/event-stream" in created["200"]["content"]
     assert {"ChatCompletionChunk", "ChatCompletionOut", "ModelOut", "UsageOut"} <= set(schemas)
 
 

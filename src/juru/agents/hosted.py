@@ -18,7 +18,14 @@ from decimal import Decimal
 from typing import Any, Protocol
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    SystemMessage,
+    ToolMessage,
+    message_chunk_to_message,
+)
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -40,6 +47,8 @@ LOOP_REPEATS = 3
 MAX_STEPS_KEY = "juru_max_steps"
 # A `CallFunds` that pays for the graph's model calls.
 FUNDS_KEY = "juru_funds"
+# With it, a model call whose text someone is following streams it (`TextSink`).
+TEXT_KEY = "juru_text"
 # With it, message ids derive from it and the step (`<prefix>_s3`, `<prefix>_s3_<call id>`):
 # a step redone after a crash writes the same ids, so nothing is recorded twice.
 MESSAGE_IDS_KEY = "juru_message_ids"
@@ -68,6 +77,17 @@ class CallFunds(Protocol):
     ) -> str | None: ...
 
     async def settle(self, hold_id: str | None, reply: AIMessage | None, step: int) -> None: ...
+
+
+class TextSink(Protocol):
+    """Who follows the text of a graph's model calls: asked before each call whether anyone
+    is listening (a call then streams), and given each piece of text of step `step`."""
+
+    def wants_text(self) -> bool: ...
+
+    async def text(self, step: int, piece: str) -> None: ...
+
+    async def call_ended(self, step: int) -> None: ...
 
 
 class HostedState(MessagesState):
@@ -165,7 +185,8 @@ class HostedAgent:
         if steps >= max_steps:
             raise StepLimitError(f"the run reached its limit of {max_steps} model calls")
         prompt = first_prompt(self.system_prompt, close_dangling_calls(state["messages"]))
-        reply = await self._paid_call(prompt, configurable.get(FUNDS_KEY), steps + 1)
+        funds, sink = configurable.get(FUNDS_KEY), configurable.get(TEXT_KEY)
+        reply = await self._paid_call(prompt, funds, sink, steps + 1)
         if reply.id is None or MESSAGE_IDS_KEY in configurable:
             reply.id = message_id(config, steps + 1)
         streak = [*state.get("call_streak", []), call_signature(reply.tool_calls)]
@@ -179,12 +200,19 @@ class HostedAgent:
         return {"messages": [reply], "run_steps": steps + 1, "call_streak": streak}
 
     async def _paid_call(
-        self, prompt: list[BaseMessage], funds: CallFunds | None, step: int
+        self,
+        prompt: list[BaseMessage],
+        funds: CallFunds | None,
+        sink: TextSink | None,
+        step: int,
     ) -> AIMessage:
         """The model call, with its hold taken before it and settled after it."""
         hold_id = None if funds is None else await funds.hold(prompt, self.tool_schemas, step)
         try:
-            reply = await self.model.ainvoke(prompt)
+            if sink is not None and sink.wants_text():
+                reply = await self._streamed_call(prompt, sink, step)
+            else:
+                reply = await self.model.ainvoke(prompt)
         except BaseException:
             if funds is not None:
                 await asyncio.shield(funds.settle(hold_id, None, step))
@@ -192,6 +220,24 @@ class HostedAgent:
         assert isinstance(reply, AIMessage)
         if funds is not None:
             await funds.settle(hold_id, reply, step)
+        return reply
+
+    async def _streamed_call(
+        self, prompt: list[BaseMessage], sink: TextSink, step: int
+    ) -> AIMessage:
+        """The call streamed: each piece of text to the sink as it arrives, the pieces joined
+        into the one reply (tool calls and usage included) at the end."""
+        whole: AIMessageChunk | None = None
+        try:
+            async for chunk in self.model.astream(prompt):
+                assert isinstance(chunk, AIMessageChunk)
+                whole = chunk if whole is None else whole + chunk
+                if chunk.text:
+                    await sink.text(step, chunk.text)
+        finally:
+            await sink.call_ended(step)
+        reply = message_chunk_to_message(whole) if whole is not None else AIMessage("")
+        assert isinstance(reply, AIMessage)
         return reply
 
     def after_llm(self, state: HostedState) -> str:

@@ -48,6 +48,12 @@ class ConflictError(DomainError):
     default_code = "conflict"
 
 
+class GoneError(DomainError):
+    """The object exists but what was asked of it is no longer kept (a run's pruned events)."""
+
+    default_code = "gone"
+
+
 class TooLargeError(DomainError):
     """The request or an uploaded file is larger than allowed."""
 

@@ -1,24 +1,54 @@
-"""Run events: wake whoever waits on a run (`?wait=`, a worker guarding its run) and wake idle
-workers when there is work. In one process an asyncio fan-out does it; on PostgreSQL,
-LISTEN/NOTIFY carries the same events between processes, on SQLite Unix datagram sockets
-(`engine.socket_events`).
+"""Run events: wake whoever waits on a run (`?wait=`, a worker guarding its run, a stream
+following its log) and wake idle workers when there is work. In one process an asyncio fan-out
+does it; on PostgreSQL, LISTEN/NOTIFY carries the same events between processes, on SQLite Unix
+datagram sockets (`engine.socket_events`).
+
+A payload is a run id (its status or lease changed, and its log may have grown), `+<run id>`
+(its log grew, nothing else changed), `~<run id> <json>` (an ephemeral text delta, for streams
+only), `?<run id>` (a stream follows the run: its model calls should stream their text), or
+WORK.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import time
+import uuid
 from collections import defaultdict
 from collections.abc import AsyncIterator
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import psycopg
 
 logger = logging.getLogger(__name__)
 CHANNEL = "juru_runs"
 WORK = "*work"
+LOG_GREW = "+"
+DELTA = "~"
+INTEREST = "?"
+# How long a process remembers that another one has a stream following a run.
+INTEREST_SECONDS = 3600.0
 LISTEN_POLL_SECONDS = 0.5
+# Deltas a follower keeps while its stream is busy writing; older ones are dropped (they are
+# ephemeral: the message's `message.completed` holds the whole text).
+MAX_PENDING_DELTAS = 1000
+
+
+@dataclass(eq=False)
+class Follower:
+    """What a stream following a run is woken by: its log grew, or a text delta arrived."""
+
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    log_grew: bool = True
+    deltas: list[dict[str, Any]] = field(default_factory=list)
+
+    def take_deltas(self) -> list[dict[str, Any]]:
+        deltas, self.deltas = self.deltas, []
+        return deltas
 
 
 class RunEvents(Protocol):
@@ -31,11 +61,27 @@ class RunEvents(Protocol):
     async def publish(self, run_id: str) -> None:
         """The run changed (status, lease, cancellation)."""
 
+    async def publish_log(self, run_id: str) -> None:
+        """The run's event log grew, and nothing else of it changed."""
+
+    async def publish_delta(self, run_id: str, delta: dict[str, Any]) -> None:
+        """Ephemeral: a piece of a message's text, for the run's followers only."""
+
     async def announce_work(self) -> None:
         """A run needs a worker."""
 
     def watch(self, run_id: str) -> contextlib.AbstractAsyncContextManager[asyncio.Event]:
         """An event set whenever the run changes while the context is open."""
+
+    def follow(self, run_id: str) -> contextlib.AbstractAsyncContextManager[Follower]:
+        """A follower woken whenever the run changes, its log grows or a delta arrives; the
+        processes are told that the run is followed."""
+
+    async def announce_interest(self, run_id: str) -> None:
+        """Tell every process again that a stream follows the run (one may have started)."""
+
+    def followed(self, run_id: str) -> bool:
+        """Whether a stream follows the run, here or (lately) in another process."""
 
     async def wait_for_work(self, timeout: float) -> None:
         """Return when work is announced, or after `timeout` seconds."""
@@ -46,6 +92,9 @@ class LocalRunEvents:
 
     def __init__(self) -> None:
         self._watchers: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
+        self._followers: defaultdict[str, set[Follower]] = defaultdict(set)
+        # Runs that streams of other processes follow, and when this one last heard of it.
+        self._interest: dict[str, float] = {}
         self._work = asyncio.Event()
 
     async def start(self) -> None:
@@ -58,14 +107,71 @@ class LocalRunEvents:
         if payload == WORK:
             self._work.set()
             return
-        for event in self._watchers.get(payload, ()):
-            event.set()
+        if payload.startswith(DELTA):
+            run_id, _, text = payload[1:].partition(" ")
+            self._deliver_delta(run_id, text)
+            return
+        if payload.startswith(INTEREST):
+            self._note_interest(payload[1:])
+            return
+        run_id = payload.removeprefix(LOG_GREW)
+        if run_id == payload:
+            for event in self._watchers.get(run_id, ()):
+                event.set()
+        for follower in self._followers.get(run_id, ()):
+            follower.log_grew = True
+            follower.wake.set()
+
+    def _deliver_delta(self, run_id: str, text: str) -> None:
+        followers = self._followers.get(run_id)
+        if not followers:
+            return
+        try:
+            delta = json.loads(text)
+        except ValueError:
+            logger.warning("a text delta of run %s was not JSON; dropped", run_id)
+            return
+        for follower in followers:
+            if len(follower.deltas) < MAX_PENDING_DELTAS:
+                follower.deltas.append(delta)
+            follower.wake.set()
+
+    def _note_interest(self, run_id: str) -> None:
+        now = time.monotonic()
+        self._interest[run_id] = now
+        if len(self._interest) > 10_000:
+            cutoff = now - INTEREST_SECONDS
+            self._interest = {r: t for r, t in self._interest.items() if t > cutoff}
+
+    def followed(self, run_id: str) -> bool:
+        if self._followers.get(run_id):
+            return True
+        heard = self._interest.get(run_id)
+        return heard is not None and time.monotonic() - heard < INTEREST_SECONDS
+
+    async def announce_interest(self, run_id: str) -> None:
+        await self._send(INTEREST + run_id)
+
+    async def _send(self, payload: str) -> None:
+        """Carry the payload to the other processes (none here)."""
+        return None
+
+    async def _publish(self, payload: str) -> None:
+        self.deliver(payload)
+        await self._send(payload)
 
     async def publish(self, run_id: str) -> None:
-        self.deliver(run_id)
+        await self._publish(run_id)
+
+    async def publish_log(self, run_id: str) -> None:
+        await self._publish(LOG_GREW + run_id)
+
+    async def publish_delta(self, run_id: str, delta: dict[str, Any]) -> None:
+        text = json.dumps(delta, ensure_ascii=False, separators=(",", ":"))
+        await self._publish(f"{DELTA}{run_id} {text}")
 
     async def announce_work(self) -> None:
-        self.deliver(WORK)
+        await self._publish(WORK)
 
     @contextlib.asynccontextmanager
     async def watch(self, run_id: str) -> AsyncIterator[asyncio.Event]:
@@ -77,6 +183,20 @@ class LocalRunEvents:
             self._watchers[run_id].discard(event)
             if not self._watchers[run_id]:
                 del self._watchers[run_id]
+
+    @contextlib.asynccontextmanager
+    async def follow(self, run_id: str) -> AsyncIterator[Follower]:
+        follower = Follower()
+        first = not self._followers.get(run_id)
+        self._followers[run_id].add(follower)
+        try:
+            if first:
+                await self.announce_interest(run_id)
+            yield follower
+        finally:
+            self._followers[run_id].discard(follower)
+            if not self._followers[run_id]:
+                del self._followers[run_id]
 
     async def wait_for_work(self, timeout: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -95,6 +215,8 @@ class PostgresRunEvents(LocalRunEvents):
         self._ready = asyncio.Event()
         self._send_lock = asyncio.Lock()
         self._stopped = False
+        # Marks this process's notices, which it has delivered already when it sent them.
+        self._origin = uuid.uuid4().hex[:12]
 
     async def start(self) -> None:
         self._listener = asyncio.create_task(self._listen(), name="juru-run-events")
@@ -124,36 +246,31 @@ class PostgresRunEvents(LocalRunEvents):
                     await connection.execute(f"LISTEN {CHANNEL}")
                     self._ready.set()
                     # After a reconnect, anything may have happened: wake every waiter.
-                    for run_id in list(self._watchers):
+                    for run_id in {*self._watchers, *self._followers}:
                         self.deliver(run_id)
                     self.deliver(WORK)
                     while not self._stopped:
                         notices = connection.notifies(timeout=LISTEN_POLL_SECONDS)
                         async with contextlib.aclosing(notices):
                             async for notice in notices:
-                                self.deliver(notice.payload)
+                                origin, _, payload = notice.payload.partition("|")
+                                if origin != self._origin:  # our own were delivered at once
+                                    self.deliver(payload)
             except psycopg.Error:
                 logger.exception("run event listener lost its connection; reconnecting")
                 await asyncio.sleep(1)
 
-    async def _notify(self, payload: str) -> None:
+    async def _send(self, payload: str) -> None:
         async with self._send_lock:
             if self._stopped:
                 return
             try:
                 if self._sender is None or self._sender.closed:
                     self._sender = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
-                await self._sender.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload))
+                notice = f"{self._origin}|{payload}"
+                await self._sender.execute("SELECT pg_notify(%s, %s)", (CHANNEL, notice))
             except psycopg.Error:
                 logger.exception("could not send a run event")
                 if self._sender is not None:
                     await self._sender.close()
                 self._sender = None
-
-    async def publish(self, run_id: str) -> None:
-        self.deliver(run_id)
-        await self._notify(run_id)
-
-    async def announce_work(self) -> None:
-        self.deliver(WORK)
-        await self._notify(WORK)

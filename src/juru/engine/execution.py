@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -27,6 +28,7 @@ from juru.agents.hosted import (
     LLM_NODE,
     MAX_STEPS_KEY,
     MESSAGE_IDS_KEY,
+    TEXT_KEY,
     LoopDetectedError,
     StepLimitError,
     run_input,
@@ -45,12 +47,16 @@ from juru.store.outage import is_outage
 from juru.store.pruning import prune_checkpoints
 from juru.store.records import RunRecord
 from juru.store.steps import StatusChange, StepWrite
-from juru.store.transcript import append_messages
+from juru.store.transcript import append_run_messages
 from juru.store.usage import ChargeRequest, record_charges
 from juru.tools.runtime import BuiltinServices
 
 logger = logging.getLogger(__name__)
 RUN_ID_KEY = "juru_run_id"
+# A followed call's text goes out in pieces at most this often, and at most this long (a
+# piece must fit one run event between processes, see engine.events).
+DELTA_FLUSH_SECONDS = 0.05
+DELTA_MAX_CHARACTERS = 900
 INPUT_WRITE_CHUNK = 200
 REASON_BY_ERROR = {
     StepLimitError.__name__: FailureReason.STEP_LIMIT,
@@ -114,6 +120,7 @@ class RunExecution:
         # What the next write records: transcript rows and charges not yet written.
         self.unwritten: list[dict[str, Any]] = []
         self.charges: list[ChargeRequest] = []
+        self.unwritten_steps: list[int] = []
         # Holds taken and not yet settled by a written charge; the hold of each step's call.
         self.open_holds: set[str] = set()
         self.step_holds: dict[int, str] = {}
@@ -126,6 +133,9 @@ class RunExecution:
         self.names_pre_hold = run.hold_id is not None
         if run.hold_id is not None:
             self.open_holds.add(run.hold_id)
+        # Text of the call in flight not yet sent to the run's followers.
+        self.text_pieces: list[str] = []
+        self.text_sent_at = 0.0
         # The last paid prompt's bound and its reply's bytes, for the pause to remember.
         self.prompt_bytes: int | None = None
         self.reply_bytes = 0
@@ -265,10 +275,33 @@ class RunExecution:
             self.open_holds.discard(hold_id)
             await self.context.meter.release(self.run.account_id, [hold_id])
 
+    def wants_text(self) -> bool:
+        """`TextSink.wants_text`: a model call streams only when a stream follows the run."""
+        return self.machine.events.followed(self.run.id)
+
+    async def text(self, step: int, piece: str) -> None:
+        """`TextSink.text`: pieces of a call's text go to the run's followers together, at
+        most every DELTA_FLUSH_SECONDS."""
+        self.text_pieces.append(piece)
+        if time.monotonic() - self.text_sent_at >= DELTA_FLUSH_SECONDS:
+            await self._send_text(step)
+
+    async def call_ended(self, step: int) -> None:
+        await self._send_text(step)
+
+    async def _send_text(self, step: int) -> None:
+        text, self.text_pieces = "".join(self.text_pieces), []
+        self.text_sent_at = time.monotonic()
+        message_id = step_message_id(self.run.id, step)
+        for start in range(0, len(text), DELTA_MAX_CHARACTERS):
+            delta = {"message_id": message_id, "delta": text[start : start + DELTA_MAX_CHARACTERS]}
+            await self.machine.events.publish_delta(self.run.id, delta)
+
     def _options(self, replace_pending: bool = False) -> runner.RunOptions:
         configurable: dict[str, Any] = {
             MAX_STEPS_KEY: self.run.max_steps,
             FUNDS_KEY: self,
+            TEXT_KEY: self,
             MESSAGE_IDS_KEY: self.run.id,
         }
         if self.context.builtins is not None:
@@ -326,6 +359,7 @@ class RunExecution:
                 reply = next((m for m in step.messages if isinstance(m, AIMessage)), None)
             if reply is not None:
                 self.steps += 1
+                self.unwritten_steps.append(self.steps)
                 self._charge(reply, self.steps)
                 output = reply.text
             if self.lease_lost:
@@ -358,6 +392,7 @@ class RunExecution:
         for message in unwritten:
             step = step_of_message(self.run.id, message.id)
             if isinstance(message, AIMessage) and step is not None:
+                self.unwritten_steps.append(step)
                 self._charge(message, step)
 
     async def _write_input(self, messages: Sequence[BaseMessage]) -> None:
@@ -368,7 +403,7 @@ class RunExecution:
             self.unwritten.extend(entries)
             return
         for start in range(0, len(entries), INPUT_WRITE_CHUNK):
-            await append_messages(
+            await append_run_messages(
                 self.machine.engine,
                 self.run.thread_id,
                 self.run.id,
@@ -413,6 +448,7 @@ class RunExecution:
             charges=tuple(self.charges),
             status=status,
             run_values={"hold_id": None, "hold_rupiah": None} if self.names_pre_hold else {},
+            new_steps=tuple(self.unwritten_steps),
         )
         if not await self.machine.record_step(step, self.context.meter.rules):
             await self._charge_orphans()
@@ -420,6 +456,7 @@ class RunExecution:
         self.names_pre_hold = False
         self._charged()
         self.unwritten.clear()
+        self.unwritten_steps.clear()
 
     def _charged(self) -> None:
         self.open_holds.difference_update(c.hold_id for c in self.charges if c.hold_id)

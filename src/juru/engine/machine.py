@@ -27,6 +27,8 @@ class RunLimits:
     wall_clock_seconds: float = 600.0
     waiting_seconds: float = 3600.0
     lease_seconds: float = 30.0
+    # How long a finished run's event log is kept.
+    events_days: float = 30.0
 
 
 def _active_time_so_far(run: RunRecord, now: datetime) -> float:
@@ -126,10 +128,13 @@ class RunMachine:
 
     async def record_step(self, step: StepWrite, rules: PriceRules) -> bool:
         """A step's effects in one transaction (`store.steps.record_step`); False when the run
-        is no longer the worker's. Wakes the run's watchers when its status changed."""
+        is no longer the worker's. Wakes the run's watchers when its status changed, and its
+        followers in any case (the step added to its log)."""
         recorded = await step_store.record_step(self.engine, step, rules)
         if recorded and step.status is not None:
             await self.events.publish(step.run_id)
+        elif recorded:
+            await self.events.publish_log(step.run_id)
         return recorded
 
     async def submit_tool_outputs(

@@ -18,7 +18,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from juru.engine.events import WORK, LocalRunEvents
+from juru.engine.events import LocalRunEvents
 
 logger = logging.getLogger(__name__)
 SOCKET_SUFFIX = ".sock"
@@ -131,11 +131,3 @@ class SocketRunEvents(LocalRunEvents):
                 except (TimeoutError, OSError):
                     logger.warning("run event to %s not delivered; dropping its connection", name)
                     self._forget(name, remove=False)
-
-    async def publish(self, run_id: str) -> None:
-        self.deliver(run_id)
-        await self._send(run_id)
-
-    async def announce_work(self) -> None:
-        self.deliver(WORK)
-        await self._send(WORK)

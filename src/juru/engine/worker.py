@@ -8,18 +8,20 @@ import logging
 import os
 import socket
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from juru.core.states import RunStatus
 from juru.engine.execution import RunContext, RunExecution
 from juru.engine.machine import RunMachine
 from juru.store.leases import release_leases_of
 from juru.store.outage import OUTAGE_ERRORS, is_outage
+from juru.store.run_log import prune_events
 from juru.store.runs import overdue_runs
 
 logger = logging.getLogger(__name__)
 IDLE_POLL_SECONDS = 2.0
 REAP_EVERY_SECONDS = 5.0
+PRUNE_EVENTS_EVERY = timedelta(hours=1)
 
 
 def worker_name(stable_name: str | None = None) -> str:
@@ -133,10 +135,16 @@ class Reaper:
     def __init__(self, context: RunContext) -> None:
         self.machine = context.machine
         self.meter = context.meter
+        self.pruned_at: datetime | None = None
 
     async def reap_once(self) -> int:
-        """One sweep; returns how many runs it ended."""
+        """One sweep; returns how many runs it ended. Once an hour it also deletes the event
+        logs of runs that finished more than `events_days` ago."""
         now = self.machine.clock.now()
+        if self.pruned_at is None or now - self.pruned_at >= PRUNE_EVENTS_EVERY:
+            self.pruned_at = now
+            retention = timedelta(days=self.machine.limits.events_days)
+            await prune_events(self.machine.engine, now - retention)
         cutoff = now - timedelta(seconds=self.machine.limits.waiting_seconds)
         ended = 0
         for run in await overdue_runs(self.machine.engine, now, cutoff):

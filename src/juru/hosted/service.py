@@ -7,6 +7,7 @@ import contextlib
 import hashlib
 import json
 import time as monotonic_clock
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
@@ -15,16 +16,18 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from juru.agents.hosted import bound_tool_schemas, first_prompt
 from juru.billing.meter import Meter, input_token_bound
-from juru.core.errors import ConflictError, UnprocessableError, invalid, not_found
+from juru.core.errors import ConflictError, GoneError, UnprocessableError, invalid, not_found
 from juru.core.ids import new_id
 from juru.core.states import RunStatus
 from juru.engine.execution import hosted_thread_key, input_messages
 from juru.engine.machine import RunMachine
 from juru.hosted.agents import check_builtin_tools, check_model, check_tool_names
+from juru.hosted.streams import StreamItem, follow_run
 from juru.models.catalog import ModelCatalog
 from juru.store import accounts as account_store
 from juru.store import hosted as store
 from juru.store import idempotency as idempotency_store
+from juru.store import run_log
 from juru.store import runs as run_store
 from juru.store import transcript as transcript_store
 from juru.store import usage as usage_store
@@ -54,6 +57,7 @@ class HostedService:
     catalog: ModelCatalog
     checkpointer: BaseCheckpointSaver[Any]
     meter: Meter
+    stream_heartbeat_seconds: float = 15.0
 
     @property
     def engine(self) -> Any:
@@ -257,6 +261,30 @@ class HostedService:
                 changed.clear()
                 run = await self.run(account_id, run_id)
         return run
+
+    async def run_events(
+        self, account_id: str, run_id: str, after: int = 0
+    ) -> AsyncIterator[StreamItem]:
+        """The run's stream: its durable events after id `after`, then live ones with text
+        deltas and heartbeats, until the event of its terminal status (`hosted.streams`)."""
+        if after < 0:
+            raise invalid("the last event id must be a whole number, 0 or more")
+        run = await self.run(account_id, run_id)
+        ended = RunStatus(run.status).is_terminal
+        if ended and not await run_log.has_events(self.engine, run_id):
+            raise GoneError(
+                f"run {run_id} ended more than the retention period ago and its events were "
+                "pruned; GET /v1/runs/{run_id} still shows how it ended",
+                "run_events_pruned",
+            )
+        return follow_run(
+            self.engine,
+            self.machine.events,
+            run_id,
+            after,
+            ended=ended,
+            heartbeat_seconds=self.stream_heartbeat_seconds,
+        )
 
     async def submit_tool_outputs(
         self, account_id: str, run_id: str, outputs: list[dict[str, str]]

@@ -29,6 +29,7 @@ ERROR_MEANINGS: dict[int, str] = {
     402: "The account's balance is used up (`insufficient_balance`).",
     404: "No such object for this account (`not_found`, `model_not_found`).",
     409: "The object is not in a state that allows this (`thread_busy`, `run_not_waiting`).",
+    410: "The run ended and its events were pruned (`run_events_pruned`).",
     413: "The request body or uploaded file is too large.",
     422: "The Idempotency-Key was used before with another body (`idempotency_key_reused`).",
     415: "The uploaded file is of a kind that is not accepted.",

@@ -19,6 +19,7 @@ from juru.store.holds import Hold, release_in, take_hold
 from juru.store.hosted import page_of
 from juru.store.pages import Page, PageRequest
 from juru.store.records import RunRecord
+from juru.store.run_log import append_events, append_to_logs, status_event
 from juru.store.tables import ACTIVE_RUN_STATUSES, runs
 from juru.store.transactions import write
 
@@ -98,6 +99,7 @@ async def _insert_holding(engine: Database, values: dict[str, Any], hold: Hold |
         if hold is not None and take_hold(connection, hold):
             row_values.update(hold_id=hold.id, hold_rupiah=hold.amount)
         row = connection.execute(insert(runs).values(row_values).returning(*runs.c)).one()
+        append_events(connection, row.id, [status_event(row._mapping)], row.created_at)
         return RunRecord.from_row(row._mapping)
 
     return await write(engine, insert_run)
@@ -196,6 +198,7 @@ async def transition_run(
             raise _NotMoved
         if unclaimed is not None and unclaimed.hold_id is not None:
             release_in(connection, unclaimed.account_id, unclaimed.hold_id)
+        append_events(connection, run_id, [status_event(row._mapping)], now)
         return RunRecord.from_row(row._mapping)
 
     try:
@@ -244,6 +247,9 @@ async def claim_runs(
 
     def execute(connection: Connection) -> list[RunRecord]:
         rows = connection.execute(statement).all()
+        # Only a claim makes `attempts` grow: 1 means the run was queued until now.
+        started = [(row.id, status_event(row._mapping)) for row in rows if row.attempts == 1]
+        append_to_logs(connection, started, now)
         return sorted((RunRecord.from_row(row._mapping) for row in rows), key=lambda r: r.id)
 
     return await write(engine, execute)

@@ -2,8 +2,8 @@
 commit in one transaction, or none of them does.
 
 Every part is safe to write twice (a step redone after a crash): transcript rows are keyed by
-message id (a second write of an id updates its row in place), and a charge by its
-`charge_key` (a second one is not taken).
+message id (a second write of an id updates its row in place), a charge by its `charge_key`
+(a second one is not taken), and the run's events of a message or a step by their key.
 """
 
 from __future__ import annotations
@@ -19,6 +19,13 @@ from sqlalchemy import Connection, update
 from juru.core.money import PriceRules
 from juru.core.states import RunStatus, check_transition
 from juru.store.database import Database
+from juru.store.run_log import (
+    RUN_VIEW_COLUMNS,
+    append_events,
+    message_events,
+    status_event,
+    step_event,
+)
 from juru.store.runs import held_by
 from juru.store.tables import runs
 from juru.store.transactions import write
@@ -50,6 +57,11 @@ class StepWrite:
     status: StatusChange | None = None
     # Other columns of the run to set (a pre-hold's id cleared once the step has used it).
     run_values: dict[str, Any] = field(default_factory=dict)
+    # The model steps this write completes (a `step.completed` event each).
+    new_steps: Sequence[int] = ()
+
+
+_VIEW = [runs.c[name] for name in RUN_VIEW_COLUMNS]
 
 
 class _LeaseLost(Exception):
@@ -76,10 +88,16 @@ async def record_step(engine: Database, step: StepWrite, rules: PriceRules) -> b
         if step.status is not None:
             values.update(step.status.values, status=step.status.target.value)
             conditions.append(runs.c.status.in_([s.value for s in step.status.sources]))
-        updated = connection.execute(update(runs).where(*conditions).values(values))
-        if not updated.rowcount:
+        statement = update(runs).where(*conditions).values(values).returning(*_VIEW)
+        row = connection.execute(statement).first()
+        if row is None:
             raise _LeaseLost
         append_transcript(connection, step.thread_id, step.run_id, step.messages, step.now)
+        events = message_events(step.thread_id, step.run_id, step.messages, step.now)
+        events += [step_event(number, row.cost_rupiah) for number in step.new_steps]
+        if step.status is not None:
+            events.append(status_event(row._mapping))
+        append_events(connection, step.run_id, events, step.now)
 
     try:
         await write(engine, work)

@@ -159,6 +159,7 @@ runs = Table(
     Index("ix_runs_status_lease", "status", "lease_expires_at"),
     Index("ix_runs_status_deadline", "status", "deadline_at"),
     Index("ix_runs_status_waiting", "status", "waiting_since"),
+    Index("ix_runs_finished_at", "finished_at"),
 )
 
 thread_messages = Table(
@@ -175,6 +176,21 @@ thread_messages = Table(
     Column("name", String(200), nullable=True),
     Column("created_at", UtcDateTime(), nullable=False),
     UniqueConstraint("thread_id", "message_id", name="uq_thread_messages_thread_message"),
+)
+
+# Each run's durable event log (`GET /v1/runs/:id/events`): ids 1, 2, 3, ... per run, written in
+# the transaction of the change each describes. `key` names an event that a step redone after a
+# crash would write again (a message, a step): the second write is skipped.
+run_events = Table(
+    "run_events",
+    metadata,
+    Column("run_id", ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("type", String(40), nullable=False),
+    Column("key", String(300), nullable=True),
+    Column("data", JSON, nullable=False),
+    Column("created_at", UtcDateTime(), nullable=False),
+    UniqueConstraint("run_id", "key", name="uq_run_events_run_key"),
 )
 
 usage_charges = Table(

@@ -12,7 +12,8 @@ from sqlalchemy import Connection, bindparam, func, select
 from juru.store.database import Database, dialect_insert
 from juru.store.pages import Page
 from juru.store.records import TranscriptMessage
-from juru.store.tables import thread_messages
+from juru.store.run_log import append_events, message_events
+from juru.store.tables import runs, thread_messages
 from juru.store.transactions import write
 
 TRANSCRIPT_FIELDS = ("message_id", "role", "content", "tool_calls", "tool_call_id", "name")
@@ -57,19 +58,22 @@ def append_transcript(
     connection.execute(transcript_upsert(connection.dialect.name), rows)
 
 
-async def append_messages(
+async def append_run_messages(
     engine: Database,
     thread_id: str,
-    run_id: str | None,
+    run_id: str,
     messages: Sequence[dict[str, Any]],
     now: datetime,
 ) -> None:
-    """Append messages in order, in a transaction of their own."""
+    """Append a run's messages in order, with their events, in a transaction of their own."""
     if not messages:
         return
 
     def append(connection: Connection) -> None:
+        # Writers of a run's events hold its row first (their ids are counted in order).
+        connection.execute(select(runs.c.id).where(runs.c.id == run_id).with_for_update())
         append_transcript(connection, thread_id, run_id, messages, now)
+        append_events(connection, run_id, message_events(thread_id, run_id, messages, now), now)
 
     await write(engine, append)
 

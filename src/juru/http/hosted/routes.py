@@ -7,11 +7,14 @@ from datetime import date
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, Header, Path, Query
+from fastapi.responses import StreamingResponse
 from pydantic import BeforeValidator
 
 from juru.core.errors import NotFoundError
 from juru.hosted.service import MAX_WAIT_SECONDS
 from juru.http.deps import Account, Context, Hosted, current_account
+from juru.http.hosted.run_streams import EVENT_ID_PATTERN, event_stream
+from juru.http.hosted.run_streams import RESPONSE as RUN_STREAM
 from juru.http.hosted.schemas import (
     AccountOut,
     AgentIn,
@@ -176,7 +179,10 @@ async def list_runs(
 
 
 @router.post(
-    "/threads/{thread_id}/runs", status_code=202, responses=errors(400, 404, 409, 413, 422)
+    "/threads/{thread_id}/runs",
+    status_code=202,
+    response_model=RunOut,
+    responses={200: RUN_STREAM, **errors(400, 404, 409, 413, 422)},
 )
 async def create_run(
     thread_id: str,
@@ -185,13 +191,17 @@ async def create_run(
     hosted: Hosted,
     context: Context,
     idempotency_key: Annotated[str | None, Header(max_length=255)] = None,
-) -> RunOut:
+) -> RunOut | StreamingResponse:
     """Start a background run (409 `thread_busy` while another run of the thread is active).
     The same Idempotency-Key on the thread within 24 hours returns the same run (422
-    `idempotency_key_reused` if the body differs)."""
+    `idempotency_key_reused` if the body differs). With `"stream": true` the answer is the
+    run's event stream (`GET /v1/runs/{run_id}/events`) from its first event."""
     messages = body.messages()
     check_input_size(messages, context.settings, "input")
-    return RunOut.of(await hosted.create_run(account, thread_id, messages, idempotency_key))
+    run = await hosted.create_run(account, thread_id, messages, idempotency_key)
+    if body.stream:
+        return event_stream(await hosted.run_events(account, run.id))
+    return RunOut.of(run)
 
 
 @router.get("/runs/{run_id}", responses=errors(400, 404))
@@ -212,6 +222,33 @@ async def get_run(
     if wait:
         return RunOut.of(await hosted.wait_while_working(account, run_id, wait))
     return RunOut.of(await hosted.run(account, run_id))
+
+
+@router.get(
+    "/runs/{run_id}/events",
+    response_class=StreamingResponse,
+    responses={200: RUN_STREAM, **errors(400, 404, 410)},
+)
+async def run_events(
+    run_id: str,
+    account: Account,
+    hosted: Hosted,
+    after: Annotated[
+        int | None, Query(ge=0, description="Send the events after this id (as Last-Event-ID).")
+    ] = None,
+    last_event_id: Annotated[
+        str | None,
+        Header(
+            pattern=EVENT_ID_PATTERN,
+            description="The last event id the client received; it wins over `after`.",
+        ),
+    ] = None,
+) -> StreamingResponse:
+    """The run's events as server-sent events: the durable ones after the given id, then live
+    ones as they happen; open across `requires_action`, closed right after the terminal
+    status. A run that ended more than JURU_RUN_EVENTS_DAYS ago: 410 `run_events_pruned`."""
+    start = int(last_event_id) if last_event_id is not None else after or 0
+    return event_stream(await hosted.run_events(account, run_id, start))
 
 
 @router.post("/runs/{run_id}/tool_outputs", responses=errors(400, 404, 409, 413))

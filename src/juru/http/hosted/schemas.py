@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Annotated, Any, Generic, Literal, Self, TypeVar
@@ -124,6 +125,11 @@ class InputMessage(_Body):
 
 class RunIn(_Body):
     input: str | list[InputMessage]
+    stream: bool = Field(
+        default=False,
+        description="Answer `200 text/event-stream` with the run's events from the first "
+        "(the run's id is in the first `run.status`) instead of `202` with the run.",
+    )
 
     def messages(self) -> list[dict[str, str]]:
         if isinstance(self.input, str):
@@ -212,7 +218,8 @@ class RunOut(BaseModel):
     )
 
     @classmethod
-    def of(cls, run: RunRecord) -> RunOut:
+    def of(cls, run: RunRecord | Mapping[str, Any]) -> RunOut:
+        """The view of a run record, or of the run's columns a `run.status` event keeps."""
         view = cls.model_validate(run, from_attributes=True)
         if view.status != RunStatus.SUCCEEDED:
             view.output = None
@@ -243,6 +250,21 @@ class MessageOut(BaseModel):
             name=message.name,
             created_at=message.created_at,
         )
+
+
+class StepEventOut(BaseModel):
+    """`step.completed`: a model step of the run finished."""
+
+    step_count: int
+    cost_rupiah: Rupiah = Field(description="The run's running cost after this step.")
+
+
+class MessageDeltaOut(BaseModel):
+    """`message.delta` (not stored, no id): a piece of a message's text as the model writes it;
+    the message's `message.completed` holds the whole text."""
+
+    message_id: str
+    delta: str
 
 
 T = TypeVar("T")

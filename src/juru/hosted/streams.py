@@ -1,0 +1,96 @@
+"""Following a run: its durable events after a given id, then live ones, until it ends.
+
+A follower holds no database connection while it waits: it reads the log (one short query)
+only when the run's events say the log grew, and is otherwise woken by text deltas (ephemeral,
+never read from the database) or by its heartbeat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from juru.core.run_events import RunEventType
+from juru.core.states import RunStatus
+from juru.engine.events import RunEvents
+from juru.store import run_log
+from juru.store.database import Database
+from juru.store.run_log import RunEventRecord
+
+TERMINAL_VALUES = frozenset(status.value for status in RunStatus if status.is_terminal)
+
+
+@dataclass(frozen=True)
+class MessageDelta:
+    """Ephemeral: a piece of the text of message `message_id`, as the model writes it."""
+
+    message_id: str
+    delta: str
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """Nothing happened for a while; the stream says it is still open."""
+
+
+StreamItem = RunEventRecord | MessageDelta | Heartbeat
+
+
+def ends_the_run(event: RunEventRecord) -> bool:
+    return event.type == RunEventType.STATUS and event.data.get("status") in TERMINAL_VALUES
+
+
+async def follow_run(
+    engine: Database,
+    events: RunEvents,
+    run_id: str,
+    after: int,
+    *,
+    ended: bool,
+    heartbeat_seconds: float,
+) -> AsyncIterator[StreamItem]:
+    """The run's events after id `after`, then each new one as it is committed, ending right
+    after the event of a terminal status (or, for a run that had `ended` already, after the
+    replay). Between them, text deltas as they arrive and a heartbeat when all is quiet."""
+    last = after
+    completed: set[str] = set()
+    async with events.follow(run_id) as follower:
+        while True:
+            follower.wake.clear()
+            # Deltas that came before the log is read: those of a message the read shows
+            # completed are dropped (its `message.completed` holds the whole text).
+            deltas = follower.take_deltas()
+            if follower.log_grew:
+                follower.log_grew = False
+                while True:
+                    page = await run_log.events_after(engine, run_id, last)
+                    for event in page:
+                        yield event
+                        last = event.seq
+                        if event.type == RunEventType.MESSAGE_COMPLETED:
+                            completed.add(str(event.data.get("message_id")))
+                        if ends_the_run(event):
+                            return
+                        if _may_start_work(event):
+                            # A worker may take the run up now: its calls should stream.
+                            await events.announce_interest(run_id)
+                    if len(page) < run_log.PAGE:
+                        break
+                if ended:
+                    return
+            for delta in deltas:
+                message_id, text = delta.get("message_id"), delta.get("delta")
+                wellformed = isinstance(message_id, str) and isinstance(text, str)
+                if wellformed and message_id not in completed:
+                    yield MessageDelta(str(message_id), str(text))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(follower.wake.wait(), heartbeat_seconds)
+                continue
+            yield Heartbeat()
+
+
+def _may_start_work(event: RunEventRecord) -> bool:
+    starting = (RunStatus.QUEUED.value, RunStatus.RUNNING.value)
+    return event.type == RunEventType.STATUS and event.data.get("status") in starting

@@ -1,0 +1,188 @@
+"""Each run's durable event log: what `GET /v1/runs/:id/events` replays and follows.
+
+Events are appended inside the transaction of the change they describe (a status change, a
+step's write), so the log never says more or less than the database holds. Their ids come from
+the statement itself (`max(seq) + 1` of the run, one row at a time), and every writer of a run's
+events has updated the run's row first in the same transaction, which serialises them: ids are
+1, 2, 3, ... with no gaps and no duplicates, on both databases.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from sqlalchemy import Connection, RowMapping, bindparam, delete, func, select
+
+from juru.core.run_events import RunEventType
+from juru.store.database import Database, dialect_insert
+from juru.store.tables import run_events, runs
+from juru.store.transactions import write
+
+# A `run.status` event keeps the run as its view shows it: these of the run's columns.
+RUN_VIEW_COLUMNS = (
+    "id",
+    "thread_id",
+    "agent_id",
+    "status",
+    "step_count",
+    "max_steps",
+    "cost_rupiah",
+    "pending_tool_calls",
+    "error",
+    "output",
+    "created_at",
+    "updated_at",
+)
+# A `message.completed` event keeps the transcript row of its message.
+MESSAGE_FIELDS = ("message_id", "role", "content", "tool_calls", "tool_call_id", "name")
+PAGE = 500
+
+
+@dataclass(frozen=True)
+class NewRunEvent:
+    """An event to append; `key` marks one that a redone step would write again."""
+
+    type: RunEventType
+    data: dict[str, Any]
+    key: str | None = None
+
+
+@dataclass(frozen=True)
+class RunEventRecord:
+    run_id: str
+    seq: int
+    type: str
+    data: dict[str, Any]
+    created_at: datetime
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+def status_event(run_row: RowMapping | Mapping[str, Any]) -> NewRunEvent:
+    """The run's new status, from the row its status change returned."""
+    view = {name: _jsonable(run_row[name]) for name in RUN_VIEW_COLUMNS}
+    return NewRunEvent(RunEventType.STATUS, view)
+
+
+def message_events(
+    thread_id: str, run_id: str | None, messages: Sequence[Mapping[str, Any]], now: datetime
+) -> list[NewRunEvent]:
+    """A `message.completed` per transcript entry, keyed by the message's id."""
+    return [
+        NewRunEvent(
+            RunEventType.MESSAGE_COMPLETED,
+            {
+                **{name: message.get(name) for name in MESSAGE_FIELDS},
+                "thread_id": thread_id,
+                "run_id": run_id,
+                "created_at": now.isoformat(),
+            },
+            key=f"message:{message['message_id']}",
+        )
+        for message in messages
+    ]
+
+
+def step_event(step_count: int, cost_rupiah: Decimal) -> NewRunEvent:
+    return NewRunEvent(
+        RunEventType.STEP_COMPLETED,
+        {"step_count": step_count, "cost_rupiah": str(cost_rupiah)},
+        key=f"step:{step_count}",
+    )
+
+
+@functools.cache
+def _append_statement(dialect: str) -> Any:
+    # Built once per dialect: it runs in every step's write.
+    next_seq = (
+        select(func.coalesce(func.max(run_events.c.seq), 0) + 1)
+        .where(run_events.c.run_id == bindparam("of_run"))
+        .scalar_subquery()
+    )
+    statement = dialect_insert(dialect, run_events).values(seq=next_seq)
+    return statement.on_conflict_do_nothing(index_elements=[run_events.c.run_id, run_events.c.key])
+
+
+def append_events(
+    connection: Connection, run_id: str, events: Sequence[NewRunEvent], now: datetime
+) -> None:
+    """Append `events` to the run's log in order. The caller has updated the run's row in this
+    transaction."""
+    append_to_logs(connection, [(run_id, event) for event in events], now)
+
+
+def append_to_logs(
+    connection: Connection, events: Sequence[tuple[str, NewRunEvent]], now: datetime
+) -> None:
+    """Append each `(run_id, event)` to its run's log, in order and in one statement (one
+    execution per row). The caller has updated each run's row in this transaction."""
+    if not events:
+        return
+    rows = [
+        {
+            "run_id": run_id,
+            "of_run": run_id,
+            "type": event.type.value,
+            "key": event.key,
+            "data": event.data,
+            "created_at": now,
+        }
+        for run_id, event in events
+    ]
+    connection.execute(_append_statement(connection.dialect.name), rows)
+
+
+_EVENTS_AFTER = (
+    select(run_events)
+    .where(run_events.c.run_id == bindparam("run_id"), run_events.c.seq > bindparam("after"))
+    .order_by(run_events.c.seq)
+    .limit(bindparam("limit"))
+)
+
+
+async def events_after(
+    engine: Database, run_id: str, after: int, limit: int = PAGE
+) -> list[RunEventRecord]:
+    """Up to `limit` of the run's events after id `after`, in order."""
+    rows = await engine.rows(_EVENTS_AFTER, {"run_id": run_id, "after": after, "limit": limit})
+    return [
+        RunEventRecord(row["run_id"], row["seq"], row["type"], row["data"], row["created_at"])
+        for row in rows
+    ]
+
+
+async def has_events(engine: Database, run_id: str) -> bool:
+    query = select(run_events.c.seq).where(run_events.c.run_id == run_id).limit(1)
+    return await engine.scalar(query) is not None
+
+
+async def prune_events(engine: Database, finished_before: datetime, batch: int = 200) -> int:
+    """Delete the logs of runs that finished before the cutoff, `batch` runs per transaction
+    (so no single write holds the database long); the number of events deleted."""
+    old_runs = (
+        select(run_events.c.run_id)
+        .join(runs, runs.c.id == run_events.c.run_id)
+        .where(runs.c.finished_at < finished_before)
+        .distinct()
+        .limit(batch)
+    )
+    statement = delete(run_events).where(run_events.c.run_id.in_(old_runs.scalar_subquery()))
+
+    def prune(connection: Connection) -> int:
+        return connection.execute(statement).rowcount
+
+    deleted = 0
+    while count := await write(engine, prune):
+        deleted += count
+    return deleted

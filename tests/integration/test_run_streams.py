@@ -1,0 +1,326 @@
+"""A run's durable event log and its stream (`GET /v1/runs/:id/events`, `stream: true`) on real
+databases, with the worker driven step by step."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+from httpx import Response
+from sqlalchemy import func, select
+
+from juru.hosted.streams import Heartbeat, MessageDelta
+from juru.store.run_log import RunEventRecord
+from juru.store.tables import run_events
+from juru.store.usage import charges_of_run
+from tests.support.fake_openai import FakeOpenAIServer
+from tests.support.hosted import HostedHarness, api_error, demo_answer
+
+
+def parse_stream(text: str, ephemeral: bool = False) -> list[dict[str, Any]]:
+    """The durable events of an SSE body (with `ephemeral`, text deltas too, whose id is
+    None): id, event and parsed data."""
+    events = []
+    for block in text.split("\n\n"):
+        fields: dict[str, str] = {}
+        for line in block.splitlines():
+            name, _, value = line.partition(": ")
+            if name in {"id", "event", "data"}:
+                fields[name] = value
+        if "event" in fields:
+            seq = int(fields["id"]) if "id" in fields else None
+            if seq is not None or ephemeral:
+                data = json.loads(fields["data"])
+                events.append({"id": seq, "event": fields["event"], "data": data})
+    return events
+
+
+def kinds(events: list[dict[str, Any]]) -> list[str]:
+    """Each event as `type` or `run.status:<status>`, for comparing sequences."""
+    return [
+        f"run.status:{e['data']['status']}" if e["event"] == "run.status" else e["event"]
+        for e in events
+    ]
+
+
+WHOLE_RUN = [
+    "run.status:queued",
+    "run.status:running",
+    "message.completed",  # the user's input
+    "message.completed",  # the model's tool call
+    "step.completed",
+    "run.status:requires_action",
+    "run.status:running",
+    "message.completed",  # the tool's output
+    "message.completed",  # the answer
+    "step.completed",
+    "run.status:succeeded",
+]
+
+
+async def run_to_the_end(hosted: HostedHarness, run_id: str) -> None:
+    await hosted.work()
+    paused = await hosted.get_run(run_id)
+    assert paused["status"] == "requires_action"
+    response = await hosted.answer(paused, "sunny, 31 C")
+    assert response.status_code == 200, response.text
+    await hosted.work()
+
+
+async def stream(hosted: HostedHarness, run_id: str, **request: Any) -> Response:
+    return await hosted.client.get(f"/v1/runs/{run_id}/events", **request)
+
+
+class TestTheLog:
+    async def test_a_finished_runs_stream_replays_every_event_in_order_and_closes(
+        self, hosted: HostedHarness
+    ) -> None:
+        run = await hosted.new_run()
+        await run_to_the_end(hosted, run["id"])
+        response = await stream(hosted, run["id"])
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        events = parse_stream(response.text)
+        assert kinds(events) == WHOLE_RUN
+        assert [e["id"] for e in events] == list(range(1, len(WHOLE_RUN) + 1))
+
+    async def test_each_event_has_the_shape_of_its_read_endpoint(
+        self, hosted: HostedHarness
+    ) -> None:
+        run = await hosted.new_run()
+        await run_to_the_end(hosted, run["id"])
+        events = parse_stream((await stream(hosted, run["id"])).text)
+        assert events[-1]["data"] == await hosted.get_run(run["id"])
+        paused = next(e for e in events if e["data"].get("status") == "requires_action")
+        assert paused["data"]["pending_tool_calls"][0]["name"] == "get_weather"
+        listed = await hosted.client.get(f"/v1/threads/{run['thread_id']}/messages")
+        messages = [e["data"] for e in events if e["event"] == "message.completed"]
+        assert messages == listed.json()["data"]
+        steps = [e["data"] for e in events if e["event"] == "step.completed"]
+        assert [s["step_count"] for s in steps] == [1, 2]
+        assert messages[-1]["content"] == demo_answer("get_weather", "sunny, 31 C")
+
+    async def test_after_an_id_only_the_later_events_come(self, hosted: HostedHarness) -> None:
+        run = await hosted.new_run()
+        await run_to_the_end(hosted, run["id"])
+        whole = parse_stream((await stream(hosted, run["id"])).text)
+        by_query = parse_stream((await stream(hosted, run["id"], params={"after": 6})).text)
+        assert by_query == whole[6:]
+        # A reconnecting EventSource keeps its URL and sends Last-Event-ID: the header wins.
+        headers = {"Last-Event-ID": "9"}
+        by_header = await stream(hosted, run["id"], params={"after": 2}, headers=headers)
+        assert parse_stream(by_header.text) == whole[9:]
+        # After the terminal event, a reconnect gets nothing more and is closed at once.
+        assert parse_stream((await stream(hosted, run["id"], params={"after": 11})).text) == []
+
+    async def test_a_stream_opened_before_the_run_starts_follows_it_to_the_end(
+        self, hosted: HostedHarness
+    ) -> None:
+        run = await hosted.new_run()
+        following = asyncio.create_task(stream(hosted, run["id"]))
+        await run_to_the_end(hosted, run["id"])
+        response = await asyncio.wait_for(following, 30)
+        assert kinds(parse_stream(response.text)) == WHOLE_RUN
+        # The answer's text came in deltas first (no id: a reconnect never resumes from one).
+        every = parse_stream(response.text, ephemeral=True)
+        deltas = [e for e in every if e["event"] == "message.delta"]
+        answer = next(e for e in every if e["data"].get("role") == "assistant" and e["id"] > 8)
+        assert deltas and all(e["id"] is None for e in deltas)
+        assert "".join(e["data"]["delta"] for e in deltas) == answer["data"]["content"]
+        assert every.index(deltas[-1]) < every.index(answer)
+
+    async def test_stream_true_on_create_answers_with_the_runs_stream(
+        self, hosted: HostedHarness
+    ) -> None:
+        agent = await hosted.create_agent()
+        thread = await hosted.create_thread(agent["id"])
+        body = {"input": "What is the weather in Jakarta?", "stream": True}
+        headers = {"Idempotency-Key": "streamed-1"}
+        url = f"/v1/threads/{thread['id']}/runs"
+        following = asyncio.create_task(hosted.client.post(url, json=body, headers=headers))
+        runs = await wait_for_run(hosted, thread["id"])
+        await run_to_the_end(hosted, runs[0]["id"])
+        response = await asyncio.wait_for(following, 30)
+        assert response.status_code == 200
+        events = parse_stream(response.text)
+        assert kinds(events) == WHOLE_RUN and events[0]["data"]["id"] == runs[0]["id"]
+        # The key's replay streams the same run again (now a replay of its whole log).
+        replay = await hosted.client.post(url, json=body, headers=headers)
+        assert replay.status_code == 200 and parse_stream(replay.text) == events
+        # And without `stream` the same key answers with the run, as before.
+        plain = await hosted.client.post(url, json={"input": body["input"]}, headers=headers)
+        assert plain.status_code == 202 and plain.json()["id"] == runs[0]["id"]
+
+    async def test_a_cancelled_run_ends_its_stream(self, hosted: HostedHarness) -> None:
+        run = await hosted.new_run()
+        following = asyncio.create_task(stream(hosted, run["id"]))
+        await hosted.work()
+        cancelled = await hosted.client.post(f"/v1/runs/{run['id']}/cancel")
+        assert cancelled.status_code == 200
+        events = parse_stream((await asyncio.wait_for(following, 30)).text)
+        assert kinds(events)[-2:] == ["run.status:requires_action", "run.status:cancelled"]
+
+    async def test_the_log_has_no_gaps_when_runs_and_cancels_race(
+        self, hosted: HostedHarness
+    ) -> None:
+        agent = await hosted.create_agent()
+        run_ids = []
+        for _ in range(6):
+            thread = await hosted.create_thread(agent["id"])
+            run_ids.append((await hosted.start_run(thread["id"])).json()["id"])
+        cancels = [hosted.client.post(f"/v1/runs/{i}/cancel") for i in run_ids[::2]]
+        await asyncio.gather(hosted.work(), *cancels)
+        async with hosted.context.engine.connect() as connection:
+            query = select(
+                run_events.c.run_id,
+                func.count(),
+                func.min(run_events.c.seq),
+                func.max(run_events.c.seq),
+            ).group_by(run_events.c.run_id)
+            rows = (await connection.execute(query)).all()
+        assert {row[0] for row in rows} == set(run_ids)
+        for _, count, lowest, highest in rows:
+            assert (lowest, highest) == (1, count)
+
+
+class TestAccess:
+    async def test_another_accounts_run_is_not_found_and_no_key_is_401(
+        self, hosted: HostedHarness
+    ) -> None:
+        run = await hosted.new_run()
+        hosted.act_as(await hosted.new_account("other"))
+        api_error(await stream(hosted, run["id"]), 404, "not_found")
+        hosted.act_as(None)
+        anonymous = await hosted.client.get(
+            f"/v1/runs/{run['id']}/events", headers={"Authorization": ""}
+        )
+        api_error(anonymous, 401, "missing_api_key")
+
+    async def test_a_last_event_id_that_is_not_a_number_is_400(self, hosted: HostedHarness) -> None:
+        run = await hosted.new_run()
+        response = await stream(hosted, run["id"], headers={"Last-Event-ID": "abc"})
+        assert "last-event-id" in api_error(response, 400, "invalid_request")
+        api_error(await stream(hosted, run["id"], params={"after": -1}), 400, "invalid_request")
+
+
+class TestRetention:
+    async def test_a_runs_events_are_pruned_after_the_retention_period(
+        self, hosted: HostedHarness
+    ) -> None:
+        finished = await hosted.new_run()
+        await run_to_the_end(hosted, finished["id"])
+        waiting = await hosted.new_run()
+        await hosted.work()
+        await hosted.reap()  # the first sweep prunes (nothing is old enough yet)
+        hosted.clock.advance(timedelta(days=30, hours=2).total_seconds())
+        await hosted.reap()
+        response = await stream(hosted, finished["id"])
+        assert "pruned" in api_error(response, 410, "run_events_pruned")
+        # The run itself stays, and a run that has not ended keeps its log.
+        assert (await hosted.get_run(finished["id"]))["status"] == "succeeded"
+        kept = await hosted.context.hosted.run_events(hosted.account_id, waiting["id"])
+        first = await anext(kept)
+        await kept.aclose()
+        assert isinstance(first, RunEventRecord) and first.seq == 1
+
+
+class TestFollowing:
+    async def test_a_quiet_stream_sends_heartbeats_and_stays_open_across_the_pause(
+        self, hosted: HostedHarness
+    ) -> None:
+        hosted.context.hosted.stream_heartbeat_seconds = 0.05
+        run = await hosted.new_run()
+        await hosted.work()
+        items = await hosted.context.hosted.run_events(hosted.account_id, run["id"])
+        seen = []
+        async for item in items:
+            seen.append(item)
+            if isinstance(item, Heartbeat):
+                break
+        assert [getattr(i, "seq", None) for i in seen] == [1, 2, 3, 4, 5, 6, None]
+        paused = await hosted.get_run(run["id"])
+        await hosted.answer(paused, "sunny, 31 C")
+        await hosted.work()
+        rest = [item async for item in items if not isinstance(item, Heartbeat)]
+        assert [getattr(i, "seq", None) for i in rest] == [7, 8, 9, 10, 11]
+
+
+async def wait_for_run(hosted: HostedHarness, thread_id: str) -> list[dict[str, Any]]:
+    """The thread's runs, once it has one (a streamed create has no body to read it from)."""
+    for _ in range(500):
+        listed = await hosted.client.get(f"/v1/threads/{thread_id}/runs")
+        if listed.json()["data"]:
+            runs: list[dict[str, Any]] = listed.json()["data"]
+            return runs
+        await asyncio.sleep(0.01)
+    raise AssertionError("the streamed create made no run")
+
+
+OPENAI_MODEL = "openai/gpt-4o-mini"
+ANSWER = "Cuaca di Jakarta hari ini cerah, tiga puluh satu derajat, dengan angin pelan."
+
+
+async def follow_all(hosted: HostedHarness, run_id: str) -> list[Any]:
+    """Everything a stream of the run yields until it ends, heartbeats left out."""
+    items = await hosted.context.hosted.run_events(hosted.account_id, run_id)
+    return [item async for item in items if not isinstance(item, Heartbeat)]
+
+
+class TestTextDeltas:
+    async def test_a_followed_calls_text_arrives_in_deltas_before_its_message(
+        self, hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+    ) -> None:
+        fake_openai.script([{"content": ANSWER, "chunk_delay": 0.03}])
+        run = await hosted_openai.new_run(model_id=OPENAI_MODEL, tools=[])
+        following = asyncio.create_task(follow_all(hosted_openai, run["id"]))
+        await wait_until(lambda: hosted_openai.context.machine.events.followed(run["id"]))
+        await hosted_openai.work()
+        items = await asyncio.wait_for(following, 30)
+        deltas = [item for item in items if isinstance(item, MessageDelta)]
+        answer = next(
+            item
+            for item in items
+            if isinstance(item, RunEventRecord)
+            and item.type == "message.completed"
+            and item.data["role"] == "assistant"
+        )
+        assert len(deltas) >= 2 and "".join(d.delta for d in deltas) == ANSWER
+        assert {d.message_id for d in deltas} == {answer.data["message_id"]}
+        assert items.index(deltas[-1]) < items.index(answer)
+        assert fake_openai.requests()[0].get("stream") is True
+        # Streamed or not, the call is charged from the provider's own usage.
+        done = await hosted_openai.get_run(run["id"])
+        assert done["status"] == "succeeded" and Decimal(str(done["cost_rupiah"])) > 0
+        [charge] = await charges_of_run(hosted_openai.context.engine, run["id"])
+        assert charge["input_tokens"] > 0 and charge["output_tokens"] > 0
+
+    async def test_a_call_nobody_follows_is_not_streamed(
+        self, hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+    ) -> None:
+        fake_openai.script([{"content": ANSWER}])
+        run = await hosted_openai.new_run(model_id=OPENAI_MODEL, tools=[])
+        await hosted_openai.work()
+        assert (await hosted_openai.get_run(run["id"]))["output"] == ANSWER
+        assert not fake_openai.requests()[0].get("stream")
+
+    async def test_the_demo_model_streams_too(self, hosted: HostedHarness) -> None:
+        run = await hosted.new_run()
+        await hosted.work()
+        await hosted.answer(await hosted.get_run(run["id"]), "sunny, 31 C")
+        following = asyncio.create_task(follow_all(hosted, run["id"]))
+        await wait_until(lambda: hosted.context.machine.events.followed(run["id"]))
+        await hosted.work()
+        items = await asyncio.wait_for(following, 30)
+        text = "".join(item.delta for item in items if isinstance(item, MessageDelta))
+        assert text == demo_answer("get_weather", "sunny, 31 C")
+
+
+async def wait_until(condition: Any) -> None:
+    for _ in range(500):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not met in time")
