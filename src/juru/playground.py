@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import uuid
 import weakref
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from langgraph.pregel import Pregel
 
@@ -101,6 +102,59 @@ class Playground:
         turn.thread_id = thread_id
         return turn
 
+    async def stream_message(
+        self, feature: str, message: str, thread_id: str | None, max_steps: int
+    ) -> AsyncIterator[TurnItem]:
+        """`send_message` as it happens: each step as it finishes, the text models write as
+        they write it, and the whole turn last. Refusals raise here, before the first item."""
+        agent = await self._agent(feature)
+        if not message.strip():
+            raise PlaygroundRequestError("message must contain more than white space")
+        thread_id = thread_id or new_thread_id()
+        stream = runner.stream_message(agent, message, checkpoint_thread(thread_id), max_steps)
+        return await _started(self._streamed_turn(feature, thread_id, stream, claim=True))
+
+    async def stream_resume(
+        self, feature: str, thread_id: str, value: Any, max_steps: int
+    ) -> AsyncIterator[TurnItem]:
+        """`resume` as it happens (see `stream_message`)."""
+        agent = await self._agent(feature)
+        stream = runner.stream_resume(agent, value, checkpoint_thread(thread_id), max_steps)
+        return await _started(self._streamed_turn(feature, thread_id, stream, claim=False))
+
+    async def _streamed_turn(
+        self, feature: str, thread_id: str, stream: runner.TurnStream, *, claim: bool
+    ) -> AsyncIterator[TurnItem | _Started]:
+        async with self._lock(thread_id):
+            if claim:
+                owner: str | None = await claim_playground_thread(
+                    self.engine, thread_id, feature, self.clock()
+                )
+            else:
+                owner = await playground_thread_feature(self.engine, thread_id)
+            if owner is not None and owner != feature:
+                raise PlaygroundRequestError(
+                    f"thread {thread_id} belongs to feature {owner!r}, not {feature!r}"
+                )
+            try:
+                await stream.check_preconditions()
+            except runner.ThreadAwaitingReviewError:
+                raise PlaygroundRequestError(
+                    f"thread {thread_id} is waiting for a review decision; "
+                    "answer it with POST /playground/resume first"
+                ) from None
+            except runner.NothingToResumeError:
+                raise PlaygroundRequestError(
+                    f"thread {thread_id} is not waiting for a decision"
+                ) from None
+            except InvalidReviewError as error:
+                raise PlaygroundRequestError(f"invalid review: {error}") from None
+            yield _Started()
+            async for item in stream.with_text():
+                yield item
+            stream.turn.thread_id = thread_id
+            yield stream.turn
+
     async def resume(self, feature: str, thread_id: str, value: Any, max_steps: int) -> runner.Turn:
         """Resume a paused `thread_id` of `feature` with `value` (checked if it is a review)."""
         agent = await self._agent(feature)
@@ -120,3 +174,19 @@ class Playground:
                 raise PlaygroundRequestError(f"invalid review: {error}") from None
         turn.thread_id = thread_id
         return turn
+
+
+@dataclass(frozen=True)
+class _Started:
+    """A streamed turn passed its checks: what follows is the turn itself."""
+
+
+TurnItem = runner.Step | runner.TextDelta | runner.Turn
+
+
+async def _started(items: AsyncIterator[TurnItem | _Started]) -> AsyncIterator[TurnItem]:
+    """Run a streamed turn up to its start, so that its refusals raise now (before a response
+    has begun), and return the rest of it."""
+    first = await anext(items)
+    assert isinstance(first, _Started)
+    return cast(AsyncIterator[TurnItem], items)

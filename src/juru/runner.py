@@ -254,8 +254,15 @@ class TurnStream:
         self.resume_value = resume_value
         self.options = options or RunOptions()
         self.turn = Turn(thread_id=thread_id)
+        self._checked = False
 
-    async def _check_preconditions(self) -> None:
+    async def check_preconditions(self) -> None:
+        """Raise what starting the turn would raise about the thread's state (a message to a
+        thread waiting for a review, a resume of one that is not waiting, an invalid review),
+        before anything runs; the stream then does not check again."""
+        if self._checked:
+            return
+        self._checked = True
         if self.graph_input is None or self.options.state_checked:
             return
         pending = await pending_review_of(self.agent, self.thread_id)
@@ -284,7 +291,7 @@ class TurnStream:
         return self._stream(["updates", "messages"])
 
     async def _stream(self, modes: list[StreamMode]) -> AsyncIterator[Step | TextDelta]:
-        await self._check_preconditions()
+        await self.check_preconditions()
         started = time.perf_counter()
         config = _config(self.thread_id, self.max_steps, self.options)
         # The graph reports its pause in the stream (`__interrupt__`): no state read after it.

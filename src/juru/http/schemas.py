@@ -55,6 +55,18 @@ class StepOut(BaseModel):
     depth: int
     events: list[EventOut]
 
+    @classmethod
+    def of(cls, step: runner.Step) -> StepOut:
+        events = [EventOut(**vars(event)) for event in step.events]
+        return cls(node=step.node, depth=step.depth, events=events)
+
+
+class TextOut(BaseModel):
+    """A piece of the text a model is writing, at the depth of the graph it runs in."""
+
+    text: str
+    depth: int
+
 
 class ErrorOut(BaseModel):
     type: str
@@ -79,14 +91,7 @@ class TurnOut(BaseModel):
             if turn.error
             else None,
             seconds=round(turn.seconds, 3),
-            steps=[
-                StepOut(
-                    node=step.node,
-                    depth=step.depth,
-                    events=[EventOut(**vars(event)) for event in step.events],
-                )
-                for step in turn.steps
-            ],
+            steps=[StepOut.of(step) for step in turn.steps],
         )
 
 
