@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from juru.store.tables import runs, usage_charges
+from juru.store.tables import run_events, runs, usage_charges
 from tests.e2e.test_hosted_runs import (
     FAKE_MODEL,
     Api,
@@ -30,7 +30,26 @@ pytestmark = pytest.mark.e2e
 
 # The first and the last statement of the step's one transaction (store.steps.record_step):
 # after the charge, and inside the transcript insert that precedes the COMMIT.
-CRASH_POINTS = [r"^\s*INSERT INTO usage_charges", r"^\s*INSERT INTO thread_messages"]
+CRASH_POINTS = [
+    r"^\s*INSERT INTO usage_charges",
+    r"^\s*INSERT INTO thread_messages",
+    # The step's own UPDATE of the run (a claim's sets no step_count).
+    r"^\s*UPDATE runs SET (status=\S+, )?step_count",
+]
+# The run's event log once it is done: the crashed step's events appear once, with no gap.
+LOGGED = [
+    ("run.status", "queued"),
+    ("run.status", "running"),
+    ("message.completed", "user"),
+    ("message.completed", "assistant"),
+    ("step.completed", None),
+    ("run.status", "requires_action"),
+    ("run.status", "running"),
+    ("message.completed", "tool"),
+    ("message.completed", "assistant"),
+    ("step.completed", None),
+    ("run.status", "succeeded"),
+]
 
 
 def crashing_serve(
@@ -107,3 +126,11 @@ def test_a_kill_inside_the_step_transaction_charges_once_and_records_once(
     assert sorted(step for step, _ in charges) == [1, 2]
     assert all(amount > 0 for _, amount in charges)
     assert cost == sum(amount for _, amount in charges)
+    with database.engine.connect() as connection:
+        logged = connection.execute(
+            select(run_events.c.seq, run_events.c.type, run_events.c.data)
+            .where(run_events.c.run_id == run["id"])
+            .order_by(run_events.c.seq)
+        ).all()
+    assert [seq for seq, _, _ in logged] == list(range(1, len(LOGGED) + 1))
+    assert [(kind, data.get("status") or data.get("role")) for _, kind, data in logged] == LOGGED
