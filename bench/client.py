@@ -1,13 +1,16 @@
 """The bench's client of the Hosted Agents API: it answers every client tool call at once and
-waits with `GET /v1/runs/:id?wait=`, never with a sleep loop."""
+waits with `GET /v1/runs/:id?wait=` or follows the run's event stream, never with a sleep
+loop."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import httpx
+from httpx_sse import aconnect_sse
 
 from bench.harness import BENCH_MODEL, TOOL_NAME
 
@@ -29,6 +32,17 @@ class RunResult:
     seconds: float
     stalled_waits: int
     error: str | None
+    # Streamed runs: seconds from each timestamped durable event's write to its arrival here.
+    event_delays: list[float] = field(default_factory=list)
+
+
+def event_delay(kind: str, data: dict[str, Any]) -> float | None:
+    """How long ago (wall clock, same machine) the server wrote this event: `updated_at` of a
+    run view, `created_at` of a message (taken as the write began, so an upper bound)."""
+    stamp = data.get("updated_at") if kind == "run.status" else data.get("created_at")
+    if not isinstance(stamp, str):
+        return None
+    return time.time() - datetime.fromisoformat(stamp).timestamp()
 
 
 class Api:
@@ -108,6 +122,45 @@ class Api:
             time.monotonic() - started,
             stalls,
             run.get("error"),
+        )
+
+    async def follow(
+        self, thread_id: str, text: str = "go", delays: list[float] | None = None
+    ) -> RunResult:
+        """Start a run with `stream: true` and follow its events to the end, answering each
+        pause the stream shows while the stream stays open. Each timestamped event's delay is
+        appended to `delays` as it arrives."""
+        started = time.monotonic()
+        body = {"input": text, "stream": True}
+        delays = [] if delays is None else delays
+        run: dict[str, Any] = {}
+        async with aconnect_sse(
+            self.http, "POST", f"/v1/threads/{thread_id}/runs", json=body
+        ) as source:
+            if source.response.status_code != 200:
+                await source.response.aread()
+                raise RuntimeError(f"streamed run: {source.response.status_code}")
+            async for event in source.aiter_sse():
+                if event.event == "message.delta":
+                    continue
+                data = event.json()
+                delay = event_delay(event.event, data)
+                if delay is not None:
+                    delays.append(delay)
+                if event.event != "run.status":
+                    continue
+                run = data
+                if run["status"] == "requires_action":
+                    await self.answer(run)
+                elif run["status"] in TERMINAL:
+                    break
+        return RunResult(
+            str(run.get("status")),
+            int(run.get("step_count", 0)),
+            time.monotonic() - started,
+            0,
+            run.get("error"),
+            delays,
         )
 
 

@@ -21,6 +21,10 @@ GET_P99_MS = 50.0
 WAITING_10K_MIB = 25.0
 PLAYGROUND_OVER_BARE = 1.0  # CPU per step
 AT_LEAST_JURU_OVER_AEGRA = 2.0  # steps/s
+# The streaming issue's targets.
+STREAM_DELAY_P99_MS = 50.0  # from an event's write to its arrival, 100 concurrent streams
+OPEN_STREAMS_MIB = 50.0  # RSS of 1,000 open streams on one process
+STREAM_EXTRA_CPU_MS = 2.0  # CPU per step with streams attached, over the `?wait=` figure
 
 
 def _f(value: Any, digits: int = 1) -> str:
@@ -324,11 +328,95 @@ def peer_summary(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Row]
     return "6. Peers in one sitting: the figures the ratios come from", header, rows
 
 
+def streams_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Row]]:
+    header = [
+        "db",
+        "streamed runs",
+        "server CPU ms/step",
+        "e2e / model time",
+        "DB commits/step",
+        "concurrent streams",
+        "steps/s there",
+        "server CPU there",
+        "event delay p50 / p99 / max ms",
+        "runs ended (failed, lane errors)",
+        "open idle streams",
+        "RSS added MiB",
+        "idle CPU",
+    ]
+    rows = []
+    for result in results:
+        one, many, idle = result["sequential"], result["concurrent"], result["idle"]
+        rows.append(
+            [
+                result["db"],
+                str(one["runs"]),
+                _f(one["server_cpu_ms_per_step"]),
+                f"{one['ratio_median']:.3f}",
+                _f(one.get("db_commits_per_step")),
+                str(many["streams"]),
+                _f(many.get("steps_per_s")),
+                _percent(many.get("server_cpu_util")),
+                f"{_f(many['delay_p50_ms'])} / {_f(many['delay_p99_ms'])} / "
+                f"{_f(many['delay_max_ms'])}",
+                f"{many['runs_ended']} ({many['runs_failed']}, {many.get('lane_errors', 0)})",
+                str(idle["open_streams"]),
+                _f(idle["added_mib"]),
+                _percent(idle["idle_cpu_util"]),
+            ]
+        )
+    title = "7. Streams: runs followed by their event stream (`stream: true`)"
+    return title, header, rows
+
+
+def stream_targets(results: Sequence[dict[str, Any]]) -> list[tuple[str, str, str, str]]:
+    """The streaming issue's figures: delay, idle memory, and CPU per step with streams
+    attached against the same sitting's `?wait=` figure (scenario 1)."""
+    found = []
+    for result in results:
+        if result["scenario"] != "streams":
+            continue
+        db = result["db"]
+        p99 = result["concurrent"]["delay_p99_ms"]
+        found.append(
+            (
+                f"event delay p99, {result['concurrent']['streams']} streams ({db})",
+                f"≤ {STREAM_DELAY_P99_MS:g} ms",
+                f"{p99:.1f} ms",
+                _verdict(p99, STREAM_DELAY_P99_MS),
+            )
+        )
+        added = result["idle"]["added_mib"]
+        found.append(
+            (
+                f"RSS of {result['idle']['open_streams']} open streams ({db})",
+                f"≤ {OPEN_STREAMS_MIB:g} MiB",
+                f"{added:.1f} MiB",
+                _verdict(added, OPEN_STREAMS_MIB),
+            )
+        )
+        waited = _one(results, "overhead", db)
+        if waited is not None:
+            extra = (
+                result["sequential"]["server_cpu_ms_per_step"] - waited["server_cpu_ms_per_step"]
+            )
+            found.append(
+                (
+                    f"CPU per step, streamed minus `?wait=` ({db})",
+                    f"≤ {STREAM_EXTRA_CPU_MS:g} ms",
+                    f"{extra:+.1f} ms",
+                    _verdict(extra, STREAM_EXTRA_CPU_MS),
+                )
+            )
+    return found
+
+
 TABLES: dict[str, Callable[[Sequence[dict[str, Any]]], tuple[str, Row, list[Row]]]] = {
     "overhead": overhead_table,
     "throughput": throughput_table,
     "waiting": waiting_table,
     "baseline": baseline_table,
+    "streams": streams_table,
 }
 PEERS = ("bare", "playground", "aegra")
 
@@ -479,4 +567,5 @@ def targets(results: Sequence[dict[str, Any]]) -> list[tuple[str, str, str, str]
                 )
             )
     found.extend(peer_ratios(results))
+    found.extend(stream_targets(results))
     return found

@@ -22,7 +22,7 @@ from rich.console import Console
 
 from bench import report
 from bench.harness import REPO, machine, postgres_reachable
-from bench.scenarios import baseline, overhead, peers, throughput, waiting
+from bench.scenarios import baseline, overhead, peers, streams, throughput, waiting
 
 Scenario = Callable[[str, bool, Path], Awaitable[dict[str, Any]]]
 SCENARIOS: dict[str, Scenario] = {
@@ -33,6 +33,7 @@ SCENARIOS: dict[str, Scenario] = {
     "bare": peers.run_bare,
     "playground": peers.run_playground,
     "aegra": peers.run_aegra,
+    "streams": streams.run,
 }
 # Scenarios that do not run once per Juru database: the name of their one row.
 SINGLE = {"baseline": "in-process", "bare": "in-process", "aegra": "postgresql"}

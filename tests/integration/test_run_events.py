@@ -110,6 +110,44 @@ async def test_a_closed_watch_is_not_woken(pair: Pair) -> None:
     assert not closed.is_set()
 
 
+async def test_followers_are_woken_by_log_growth_and_get_deltas_watchers_are_not(
+    pair: Pair,
+) -> None:
+    api, worker = pair
+    own_process = worker.follow("run_f")
+    async with api.follow("run_f") as follower, api.watch("run_f") as status, own_process as own:
+        follower.log_grew = False
+        follower.wake.clear()
+        await worker.publish_log("run_f")
+        await asyncio.wait_for(follower.wake.wait(), WAKE_SECONDS)
+        assert follower.log_grew
+        follower.wake.clear()
+        await worker.publish_delta("run_f", {"message_id": "m1", "delta": "Halo, dunia ✓"})
+        await asyncio.wait_for(follower.wake.wait(), WAKE_SECONDS)
+        assert follower.take_deltas() == [{"message_id": "m1", "delta": "Halo, dunia ✓"}]
+        # A status change wakes both; the watcher saw nothing before it.
+        assert not status.is_set()
+        await worker.publish("run_f")
+        await asyncio.wait_for(status.wait(), WAKE_SECONDS)
+        # Each delta reached each follower once (a process does not hear its own notices twice).
+        assert follower.take_deltas() == []
+        if api is not worker:
+            assert own.take_deltas() == [{"message_id": "m1", "delta": "Halo, dunia ✓"}]
+
+
+async def test_a_follower_in_one_process_makes_the_run_followed_in_the_other(
+    pair: Pair,
+) -> None:
+    api, worker = pair
+    assert not worker.followed("run_g")
+    async with api.follow("run_g"):
+        async with worker.watch("run_marker") as marker:
+            await api.publish("run_marker")  # sent after the follow's notice, so it came first
+            await asyncio.wait_for(marker.wait(), WAKE_SECONDS)
+        assert worker.followed("run_g") and api.followed("run_g")
+    assert not worker.followed("run_h")
+
+
 async def test_sockets_left_by_killed_processes_are_skipped_and_removed(tmp_path: Path) -> None:
     directory = events_directory(tmp_path / "juru.db")
     events = SocketRunEvents(directory)

@@ -30,8 +30,10 @@ WORK = "*work"
 LOG_GREW = "+"
 DELTA = "~"
 INTEREST = "?"
-# How long a process remembers that another one has a stream following a run.
+# How long a process remembers that another one has a stream following a run, and how often
+# at most it says again that one of its streams follows a run.
 INTEREST_SECONDS = 3600.0
+REANNOUNCE_SECONDS = 60.0
 LISTEN_POLL_SECONDS = 0.5
 # Deltas a follower keeps while its stream is busy writing; older ones are dropped (they are
 # ephemeral: the message's `message.completed` holds the whole text).
@@ -93,8 +95,10 @@ class LocalRunEvents:
     def __init__(self) -> None:
         self._watchers: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
         self._followers: defaultdict[str, set[Follower]] = defaultdict(set)
-        # Runs that streams of other processes follow, and when this one last heard of it.
+        # Runs that streams of other processes follow, and when this one last heard of it; runs
+        # its own streams follow, and when it last said so.
         self._interest: dict[str, float] = {}
+        self._announced: dict[str, float] = {}
         self._work = asyncio.Event()
 
     async def start(self) -> None:
@@ -150,6 +154,10 @@ class LocalRunEvents:
         return heard is not None and time.monotonic() - heard < INTEREST_SECONDS
 
     async def announce_interest(self, run_id: str) -> None:
+        now = time.monotonic()
+        if now - self._announced.get(run_id, -REANNOUNCE_SECONDS) < REANNOUNCE_SECONDS:
+            return
+        self._announced[run_id] = now
         await self._send(INTEREST + run_id)
 
     async def _send(self, payload: str) -> None:
@@ -197,6 +205,7 @@ class LocalRunEvents:
             self._followers[run_id].discard(follower)
             if not self._followers[run_id]:
                 del self._followers[run_id]
+                self._announced.pop(run_id, None)
 
     async def wait_for_work(self, timeout: float) -> None:
         with contextlib.suppress(TimeoutError):

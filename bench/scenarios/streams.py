@@ -1,0 +1,193 @@
+"""Scenario 7, streams: runs followed by their event stream instead of `?wait=`.
+
+1. The overhead loop (one run at a time, 5 model steps at 200 ms) with the client following
+   each run with `stream: true` and answering pauses from the stream: server CPU per model
+   step, to set beside scenario 1's figure of the same sitting.
+2. 100 runs at once, each followed by its stream: how long after its write each durable event
+   reaches the client (run views and messages carry the write's time).
+3. 1,000 streams open on runs parked in `requires_action`: the RSS they add and the server's
+   CPU while they are idle (heartbeats only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from httpx_sse import aconnect_sse
+
+from bench.client import Api, RunResult
+from bench.harness import stack
+from bench.scenarios.waiting import park, percentile
+
+LATENCY = 0.2
+STEPS_PER_RUN = 5
+CONCURRENT_STREAMS = 100
+# The concurrent part's model latency: 100 runs at 4 s a call ask 25 steps/s, well under what
+# the server carries, so the delay measured is the stream's, not a queue of saturated workers.
+CONCURRENT_LATENCY = 4.0
+OPEN_STREAMS = 1000
+STREAMS_PER_PARKED_RUN = 10
+# Events a parked run's log holds: queued, running, input, reply, step, requires_action.
+PARKED_EVENTS = 6
+
+
+async def sequential(api: Api, threads: list[str], bench: Any) -> dict[str, Any]:
+    commits_before = bench.database.commits()
+    census_before = bench.server.sql_census()
+    model_before = bench.model.stats()["requests"]
+    cpu_before = bench.server.cpu_seconds()
+    ratios = []
+    for thread in threads:
+        result = await api.follow(thread)
+        if result.status != "succeeded":
+            raise RuntimeError(f"a streamed bench run ended {result.status}: {result.error}")
+        ratios.append(result.seconds / (result.steps * LATENCY))
+    cpu = bench.server.cpu_seconds() - cpu_before
+    steps = bench.model.stats()["requests"] - model_before
+    commits_after, census_after = bench.database.commits(), bench.server.sql_census()
+    sql = None
+    if census_before is not None and census_after is not None:
+        sql = {
+            shape: (count - census_before.get(shape, 0)) / steps
+            for shape, count in sorted(census_after.items(), key=lambda item: -item[1])
+            if count > census_before.get(shape, 0)
+        }
+    commits = None
+    if commits_before is not None and commits_after is not None:
+        commits = (commits_after - commits_before) / steps
+    return {
+        "runs": len(threads),
+        "model_steps": steps,
+        "server_cpu_ms_per_step": 1000 * cpu / steps,
+        "ratio_median": sorted(ratios)[len(ratios) // 2],
+        "db_commits_per_step": commits,
+        "sql_per_step": sql,
+    }
+
+
+async def concurrent(api: Api, threads: list[str], window: float, bench: Any) -> dict[str, Any]:
+    delays: list[float] = []
+    results: list[RunResult] = []
+    errors: list[str] = []
+
+    async def lane(thread: str) -> None:
+        while True:
+            try:
+                result = await api.follow(thread, delays=delays)
+            except (RuntimeError, httpx.HTTPError) as error:
+                errors.append(f"{type(error).__name__}: {error}"[:300])
+                return
+            results.append(result)
+
+    model0, cpu0, started = bench.model.stats(), bench.server.cpu_seconds(), time.monotonic()
+
+    lanes = [asyncio.create_task(lane(thread)) for thread in threads]
+    try:
+        await asyncio.sleep(window)  # the measurement window, the lanes run meanwhile
+    finally:
+        for task in lanes:
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*lanes, return_exceptions=True)
+    elapsed = time.monotonic() - started
+    steps = bench.model.stats()["requests"] - model0["requests"]
+    cpu = bench.server.cpu_seconds() - cpu0
+    failed = [r for r in results if r.status != "succeeded"]
+    milliseconds = [1000 * delay for delay in delays]
+    return {
+        "streams": len(threads),
+        "model_latency_s": CONCURRENT_LATENCY,
+        "steps_per_s": steps / elapsed,
+        "server_cpu_util": cpu / elapsed,
+        "lane_errors": len(errors),
+        "last_error": errors[-1] if errors else "",
+        "runs_ended": len(results),
+        "runs_failed": len(failed),
+        "events_timed": len(milliseconds),
+        "delay_p50_ms": percentile(milliseconds, 0.5),
+        "delay_p99_ms": percentile(milliseconds, 0.99),
+        "delay_max_ms": max(milliseconds) if milliseconds else None,
+    }
+
+
+async def idle_streams(bench: Any, parked: list[str], idle_seconds: float) -> dict[str, Any]:
+    limits = httpx.Limits(max_connections=OPEN_STREAMS + 10)
+    headers = {"Authorization": f"Bearer {bench.key}"}
+    replayed = 0
+    all_replayed = asyncio.Event()
+    rss_before = bench.server.rss_bytes()
+
+    async def hold(http: httpx.AsyncClient, run_id: str) -> None:
+        nonlocal replayed
+        async with aconnect_sse(http, "GET", f"/v1/runs/{run_id}/events") as source:
+            seen = 0
+            async for event in source.aiter_sse():
+                if event.event != "message.delta":
+                    seen += 1
+                if seen == PARKED_EVENTS:
+                    replayed += 1
+                    if replayed == OPEN_STREAMS:
+                        all_replayed.set()
+
+    timeout = httpx.Timeout(120, pool=600)
+    async with httpx.AsyncClient(
+        base_url=bench.server.base_url, headers=headers, limits=limits, timeout=timeout
+    ) as http:
+        targets = [run for run in parked for _ in range(STREAMS_PER_PARKED_RUN)][:OPEN_STREAMS]
+        holders = [asyncio.create_task(hold(http, run_id)) for run_id in targets]
+        try:
+            await asyncio.wait_for(all_replayed.wait(), 300)
+            rss_open = bench.server.rss_bytes()
+            cpu_before = bench.server.cpu_seconds()
+            await asyncio.sleep(idle_seconds)  # the idle window being measured
+            idle_cpu = bench.server.cpu_seconds() - cpu_before
+        finally:
+            for task in holders:
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.gather(*holders, return_exceptions=True)
+    mib = 1024 * 1024
+    return {
+        "open_streams": OPEN_STREAMS,
+        "rss_before_mib": rss_before / mib,
+        "rss_open_mib": rss_open / mib,
+        "added_mib": (rss_open - rss_before) / mib,
+        "idle_seconds": idle_seconds,
+        "idle_cpu_util": idle_cpu / idle_seconds,
+    }
+
+
+async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
+    runs = 5 if quick else 30
+    window = 10.0 if quick else 30.0
+    workers = CONCURRENT_STREAMS + 28
+    with stack(dialect, workers=workers, latency=LATENCY, tool_calls=STEPS_PER_RUN - 1) as bench:
+        api = Api(bench.server.base_url, bench.key, connections=2 * CONCURRENT_STREAMS + 20)
+        try:
+            agent = await api.create_agent()
+            threads = [await api.create_thread(agent) for _ in range(runs + 1)]
+            await api.follow(threads.pop())  # warm-up: imports, pools
+            one_at_a_time = await sequential(api, threads, bench)
+            lanes = await asyncio.gather(
+                *(api.create_thread(agent) for _ in range(CONCURRENT_STREAMS))
+            )
+            bench.model.set_latency(CONCURRENT_LATENCY)
+            many = await concurrent(api, list(lanes), 3 * window, bench)
+            bench.model.set_latency(LATENCY)
+            parked = await park(api, agent, OPEN_STREAMS // STREAMS_PER_PARKED_RUN)
+            idle = await idle_streams(bench, parked, window)
+        finally:
+            await api.aclose()
+    return {
+        "scenario": "streams",
+        "db": dialect,
+        "model_latency_s": LATENCY,
+        "sequential": one_at_a_time,
+        "concurrent": many,
+        "idle": idle,
+    }
