@@ -3,8 +3,9 @@
 1. The overhead loop (one run at a time, 5 model steps at 200 ms) with the client following
    each run with `stream: true` and answering pauses from the stream: server CPU per model
    step, to set beside scenario 1's figure of the same sitting.
-2. 100 runs at once, each followed by its stream: how long after its write each durable event
-   reaches the client (run views and messages carry the write's time).
+2. 100 runs at once, each followed by its stream, started a little apart: how long after its
+   write began each durable event reaches the client (run views and messages carry the time
+   the write was prepared, so queueing for the database counts too).
 3. 1,000 streams open on runs parked in `requires_action`: the RSS they add and the server's
    CPU while they are idle (heartbeats only).
 """
@@ -75,7 +76,8 @@ async def concurrent(api: Api, threads: list[str], window: float, bench: Any) ->
     results: list[RunResult] = []
     errors: list[str] = []
 
-    async def lane(thread: str) -> None:
+    async def lane(thread: str, offset: float) -> None:
+        await asyncio.sleep(offset)  # spread the lanes' starts over one model call: no bursts
         while True:
             try:
                 result = await api.follow(thread, delays=delays)
@@ -86,7 +88,8 @@ async def concurrent(api: Api, threads: list[str], window: float, bench: Any) ->
 
     model0, cpu0, started = bench.model.stats(), bench.server.cpu_seconds(), time.monotonic()
 
-    lanes = [asyncio.create_task(lane(thread)) for thread in threads]
+    spread = CONCURRENT_LATENCY / len(threads)
+    lanes = [asyncio.create_task(lane(t, i * spread)) for i, t in enumerate(threads)]
     try:
         await asyncio.sleep(window)  # the measurement window, the lanes run meanwhile
     finally:

@@ -40,6 +40,11 @@ LISTEN_POLL_SECONDS = 0.5
 MAX_PENDING_DELTAS = 1000
 
 
+def log_grew(run_id: str) -> str:
+    """The payload saying that the run's log grew and nothing else of it changed."""
+    return LOG_GREW + run_id
+
+
 @dataclass(eq=False)
 class Follower:
     """What a stream following a run is woken by: its log grew, or a text delta arrived."""
@@ -71,6 +76,15 @@ class RunEvents(Protocol):
 
     async def announce_work(self) -> None:
         """A run needs a worker."""
+
+    def notices(self, *payloads: str) -> list[tuple[str, str]]:
+        """What a write should send in its own transaction for the other processes to hear of
+        `payloads` when it commits (PostgreSQL's NOTIFY, no transaction of its own); empty
+        where events do not travel through the database."""
+
+    async def committed(self, *payloads: str) -> None:
+        """A write that carried `notices(*payloads)` committed: deliver them in this process,
+        and to the others where the write could not carry them."""
 
     def watch(self, run_id: str) -> contextlib.AbstractAsyncContextManager[asyncio.Event]:
         """An event set whenever the run changes while the context is open."""
@@ -172,7 +186,7 @@ class LocalRunEvents:
         await self._publish(run_id)
 
     async def publish_log(self, run_id: str) -> None:
-        await self._publish(LOG_GREW + run_id)
+        await self._publish(log_grew(run_id))
 
     async def publish_delta(self, run_id: str, delta: dict[str, Any]) -> None:
         text = json.dumps(delta, ensure_ascii=False, separators=(",", ":"))
@@ -180,6 +194,13 @@ class LocalRunEvents:
 
     async def announce_work(self) -> None:
         await self._publish(WORK)
+
+    def notices(self, *payloads: str) -> list[tuple[str, str]]:
+        return []
+
+    async def committed(self, *payloads: str) -> None:
+        for payload in payloads:
+            await self._publish(payload)
 
     @contextlib.asynccontextmanager
     async def watch(self, run_id: str) -> AsyncIterator[asyncio.Event]:
@@ -268,6 +289,13 @@ class PostgresRunEvents(LocalRunEvents):
             except psycopg.Error:
                 logger.exception("run event listener lost its connection; reconnecting")
                 await asyncio.sleep(1)
+
+    def notices(self, *payloads: str) -> list[tuple[str, str]]:
+        return [(CHANNEL, f"{self._origin}|{payload}") for payload in payloads]
+
+    async def committed(self, *payloads: str) -> None:
+        for payload in payloads:
+            self.deliver(payload)  # the transaction's NOTIFY told the other processes
 
     async def _send(self, payload: str) -> None:
         async with self._send_lock:

@@ -10,7 +10,7 @@ from typing import Any
 from juru.core.clock import Clock
 from juru.core.money import PriceRules
 from juru.core.states import ACTIVE, FailureReason, RunStatus
-from juru.engine.events import RunEvents
+from juru.engine.events import WORK, RunEvents, log_grew
 from juru.store import runs as run_store
 from juru.store import steps as step_store
 from juru.store.database import Database
@@ -69,7 +69,11 @@ class RunMachine:
         *,
         hold: Hold | None = None,
         release_unclaimed_hold: bool = False,
+        announce_work: bool = False,
     ) -> RunRecord | None:
+        # The move's own transaction tells the other processes (and, with `announce_work`,
+        # the idle workers); this process hears of it once it committed.
+        payloads = (run_id, WORK) if announce_work else (run_id,)
         moved = await run_store.transition_run(
             self.engine,
             run_id,
@@ -80,9 +84,10 @@ class RunMachine:
             guard,
             hold=hold,
             release_unclaimed_hold=release_unclaimed_hold,
+            notices=self.events.notices(*payloads),
         )
         if moved is not None:
-            await self.events.publish(run_id)
+            await self.events.committed(*payloads)
         return moved
 
     def _ended(self, **values: Any) -> dict[str, Any]:
@@ -130,11 +135,11 @@ class RunMachine:
         """A step's effects in one transaction (`store.steps.record_step`); False when the run
         is no longer the worker's. Wakes the run's watchers when its status changed, and its
         followers in any case (the step added to its log)."""
-        recorded = await step_store.record_step(self.engine, step, rules)
-        if recorded and step.status is not None:
-            await self.events.publish(step.run_id)
-        elif recorded:
-            await self.events.publish_log(step.run_id)
+        payload = step.run_id if step.status is not None else log_grew(step.run_id)
+        notices = self.events.notices(payload)
+        recorded = await step_store.record_step(self.engine, step, rules, notices)
+        if recorded:
+            await self.events.committed(payload)
         return recorded
 
     async def submit_tool_outputs(
@@ -153,17 +158,15 @@ class RunMachine:
             "lease_owner": None,
             "lease_expires_at": None,
         }
-        moved = await self._move(
+        return await self._move(
             run.id,
             {RunStatus.REQUIRES_ACTION},
             RunStatus.RUNNING,
             values,
             RunGuard(pause_count=run.pause_count),
             hold=hold,
+            announce_work=True,
         )
-        if moved is not None:
-            await self.events.announce_work()
-        return moved
 
     async def succeed(
         self, run: RunRecord, worker: str, output: str, step_count: int

@@ -19,6 +19,7 @@ from juru.billing.meter import Meter, input_token_bound
 from juru.core.errors import ConflictError, GoneError, UnprocessableError, invalid, not_found
 from juru.core.ids import new_id
 from juru.core.states import RunStatus
+from juru.engine.events import WORK
 from juru.engine.execution import hosted_thread_key, input_messages
 from juru.engine.machine import RunMachine
 from juru.hosted.agents import check_builtin_tools, check_model, check_tool_names
@@ -203,7 +204,7 @@ class HostedService:
                 "idempotency_key_reused",
             )
         if created:
-            await self.machine.events.announce_work()
+            await self.machine.events.committed(WORK)  # sent by the creating transaction
         return run
 
     def _first_call_hold(
@@ -223,7 +224,8 @@ class HostedService:
         self, values: dict[str, Any], hold: Hold | None
     ) -> tuple[RunRecord, bool]:
         try:
-            return await run_store.create_run(self.engine, values, hold)
+            notices = self.machine.events.notices(WORK)
+            return await run_store.create_run(self.engine, values, hold, notices)
         except run_store.ThreadBusyError:
             raise ConflictError(
                 f"thread {values['thread_id']} already has an active run", "thread_busy"

@@ -5,7 +5,7 @@ never both move a run.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -21,7 +21,7 @@ from juru.store.pages import Page, PageRequest
 from juru.store.records import RunRecord
 from juru.store.run_log import append_events, append_to_logs, status_event
 from juru.store.tables import ACTIVE_RUN_STATUSES, runs
-from juru.store.transactions import write
+from juru.store.transactions import Notice, write
 
 
 class ThreadBusyError(RuntimeError):
@@ -68,13 +68,17 @@ async def _changed_a_row(engine: Database, statement: Any) -> bool:
 
 
 async def create_run(
-    engine: Database, values: dict[str, Any], hold: Hold | None = None
+    engine: Database,
+    values: dict[str, Any],
+    hold: Hold | None = None,
+    notices: Sequence[Notice] = (),
 ) -> tuple[RunRecord, bool]:
     """Insert a queued run; with an idempotency key already used on the thread, return that run.
 
     Returns the run and whether it was created now. Raises ThreadBusyError when another run of
     the thread is active. Concurrent duplicates are settled by the unique constraints. `hold`,
-    when given and when it fits, is taken in the same transaction for the run's first call.
+    when given and when it fits, is taken in the same transaction for the run's first call;
+    `notices` are sent by the creating transaction only.
     """
     key = values.get("idempotency_key")
     if key is not None:
@@ -82,7 +86,7 @@ async def create_run(
         if existing is not None:
             return existing, False
     try:
-        created = await _insert_holding(engine, values, hold)
+        created = await _insert_holding(engine, values, hold, notices)
     except IntegrityError:
         if key is not None:
             existing = await find_by_idempotency_key(engine, values["thread_id"], key)
@@ -93,7 +97,9 @@ async def create_run(
     return created, True
 
 
-async def _insert_holding(engine: Database, values: dict[str, Any], hold: Hold | None) -> RunRecord:
+async def _insert_holding(
+    engine: Database, values: dict[str, Any], hold: Hold | None, notices: Sequence[Notice]
+) -> RunRecord:
     def insert_run(connection: Connection) -> RunRecord:
         row_values = dict(values)
         if hold is not None and take_hold(connection, hold):
@@ -102,7 +108,7 @@ async def _insert_holding(engine: Database, values: dict[str, Any], hold: Hold |
         append_events(connection, row.id, [status_event(row._mapping)], row.created_at)
         return RunRecord.from_row(row._mapping)
 
-    return await write(engine, insert_run)
+    return await write(engine, insert_run, notices)
 
 
 async def active_runs_of_agent(engine: Database, account_id: str, agent_id: str) -> list[str]:
@@ -160,6 +166,7 @@ async def transition_run(
     *,
     hold: Hold | None = None,
     release_unclaimed_hold: bool = False,
+    notices: Sequence[Notice] = (),
 ) -> RunRecord | None:
     """Move the run to `target` if it is in one of `sources` (and `guard` holds).
 
@@ -167,7 +174,8 @@ async def transition_run(
     status any more. An edge the state machine does not have raises IllegalTransitionError
     before any write. In the same transaction: `hold`, when given and when it fits, is taken
     for the run's next model call (its pre-hold); `release_unclaimed_hold` gives back a
-    pre-hold that no worker has claimed (a worker's own holds are its to settle).
+    pre-hold that no worker has claimed (a worker's own holds are its to settle); `notices`
+    go out when the move commits.
     """
     for source in sources:
         check_transition(source, target)
@@ -202,7 +210,7 @@ async def transition_run(
         return RunRecord.from_row(row._mapping)
 
     try:
-        return await write(engine, move)
+        return await write(engine, move, notices)
     except _NotMoved:
         return None
 

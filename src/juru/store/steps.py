@@ -28,7 +28,7 @@ from juru.store.run_log import (
 )
 from juru.store.runs import held_by
 from juru.store.tables import runs
-from juru.store.transactions import write
+from juru.store.transactions import Notice, write
 from juru.store.transcript import append_transcript
 from juru.store.usage import ChargeRequest, take_charge
 
@@ -68,9 +68,11 @@ class _LeaseLost(Exception):
     """Rolls the step back: the run is no longer running under this worker."""
 
 
-async def record_step(engine: Database, step: StepWrite, rules: PriceRules) -> bool:
-    """Write the step in one transaction. False (and nothing written) when the run is no longer
-    running under `step.worker`'s lease."""
+async def record_step(
+    engine: Database, step: StepWrite, rules: PriceRules, notices: Sequence[Notice] = ()
+) -> bool:
+    """Write the step in one transaction (which also sends `notices`). False (and nothing
+    written) when the run is no longer running under `step.worker`'s lease."""
     if step.status is not None:
         for source in step.status.sources:
             check_transition(source, step.status.target)
@@ -100,7 +102,7 @@ async def record_step(engine: Database, step: StepWrite, rules: PriceRules) -> b
         append_events(connection, step.run_id, events, step.now)
 
     try:
-        await write(engine, work)
+        await write(engine, work, notices)
     except _LeaseLost:
         return False
     return True

@@ -13,25 +13,38 @@ across turns of the event loop. On PostgreSQL it runs on the async engine (`run_
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, text
 
 from juru.store.database import Database
 
 T = TypeVar("T")
+# A PostgreSQL notification (channel, payload) sent by a write's own transaction: delivered
+# to the listeners when it commits, and never if it rolls back; no transaction of its own.
+Notice = tuple[str, str]
+_NOTIFY = text("SELECT pg_notify(:channel, :payload)")
 
 
-async def write(engine: Database, work: Callable[[Connection], T]) -> T:
-    """Run `work` in one transaction, to its COMMIT or ROLLBACK, whatever happens to the caller."""
+async def write(
+    engine: Database, work: Callable[[Connection], T], notices: Sequence[Notice] = ()
+) -> T:
+    """Run `work` in one transaction, to its COMMIT or ROLLBACK, whatever happens to the caller;
+    with `notices` (PostgreSQL), sent in the same transaction after `work`."""
     writer = engine.writer
+
+    def work_and_notify(connection: Connection) -> T:
+        result = work(connection)
+        for channel, payload in notices:
+            connection.execute(_NOTIFY, {"channel": channel, "payload": payload})
+        return result
 
     async def transaction() -> T:
         if writer is not None:
-            return await writer.run(work)
+            return await writer.run(work_and_notify)
         async with engine.begin() as connection:
-            return await connection.run_sync(work)
+            return await connection.run_sync(work_and_notify)
 
     task = asyncio.ensure_future(transaction())
     engine.writes_in_flight.add(task)
