@@ -33,6 +33,9 @@ CONCURRENT_STREAMS = 100
 CONCURRENT_LATENCY = 4.0
 OPEN_STREAMS = 1000
 STREAMS_PER_PARKED_RUN = 10
+# Seconds of each measurement window (the concurrent part runs three).
+QUICK_WINDOW = 10.0
+FULL_WINDOW = 30.0
 # Events a parked run's log holds: queued, running, input, reply, step, requires_action.
 PARKED_EVENTS = 6
 
@@ -167,7 +170,7 @@ async def idle_streams(bench: Any, parked: list[str], idle_seconds: float) -> di
 
 async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
     runs = 5 if quick else 30
-    window = 10.0 if quick else 30.0
+    window = QUICK_WINDOW if quick else FULL_WINDOW
     workers = CONCURRENT_STREAMS + 28
     with stack(dialect, workers=workers, latency=LATENCY, tool_calls=STEPS_PER_RUN - 1) as bench:
         api = Api(bench.server.base_url, bench.key, connections=2 * CONCURRENT_STREAMS + 20)

@@ -68,6 +68,7 @@ def create_app(
     app.add_middleware(EdgeMiddleware, limits=body_limits)
     app.include_router(health.router)
     app.include_router(hosted_routes.router)
+    app.include_router(hosted_routes.streams)
     app.include_router(hosted_chat.router)
     app.include_router(hosted_library.router)
     if settings.runtime_enabled:

@@ -177,7 +177,12 @@ async def open_context(
                     playground=Playground(registry, engine),
                     machine=machine,
                     hosted=HostedService(
-                        machine, catalog, checkpointer, meter, settings.stream_heartbeat_seconds
+                        machine,
+                        catalog,
+                        checkpointer,
+                        meter,
+                        settings.stream_heartbeat_seconds,
+                        settings.stream_token_seconds,
                     ),
                     meter=meter,
                     chat=ChatCompletions(catalog, meter, settings.provider_env),

@@ -138,6 +138,13 @@ class Settings(BaseSettings):
         description="How often an open event stream with nothing to send writes a comment line, "
         "so that proxies and clients know it is alive.",
     )
+    stream_token_seconds: float = Field(
+        default=900.0,
+        gt=0,
+        le=86_400,
+        description="How long a stream token (`POST /v1/runs/:id/stream_token`, for the "
+        "browser's EventSource) reads its run's events.",
+    )
     runtime_enabled: bool = Field(
         default=False,
         description="Serve the Agent Runtime contract (/api/reasoning_engine, "

@@ -16,7 +16,7 @@ from bench import report, run
 from bench.client import TOOL
 from bench.harness import FakeModel
 from bench.profile import attribute
-from bench.scenarios import peers
+from bench.scenarios import peers, streams
 
 pytestmark = pytest.mark.e2e
 
@@ -102,3 +102,26 @@ def test_peer_scenarios_run_the_same_graph_in_process_and_in_the_playground(
     saved = json.loads((tmp_path / "latest.json").read_text())
     names = [name for name, _limit, _value, _verdict in report.targets(saved["results"])]
     assert any(name.startswith("Juru playground CPU/step") for name in names)
+
+
+def test_streams_scenario_follows_runs_and_holds_streams_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Smaller than quick mode: 3 concurrent streams, 20 open ones, half-second windows.
+    for name, value in {
+        "CONCURRENT_STREAMS": 3,
+        "CONCURRENT_LATENCY": 0.2,
+        "OPEN_STREAMS": 20,
+        "QUICK_WINDOW": 0.5,
+    }.items():
+        monkeypatch.setattr(streams, name, value)
+    argv = ["--db", "sqlite", "--scenarios", "streams", "--quick", "--out", str(tmp_path)]
+    assert run.main(argv) == 0
+    result = json.loads((tmp_path / "streams-sqlite.json").read_text())
+    assert result["sequential"]["model_steps"] == result["sequential"]["runs"] * 5
+    assert result["concurrent"]["events_timed"] > 0 and result["concurrent"]["lane_errors"] == 0
+    assert 0 <= result["concurrent"]["delay_p50_ms"] <= result["concurrent"]["delay_p99_ms"]
+    assert result["idle"]["open_streams"] == 20
+    saved = json.loads((tmp_path / "latest.json").read_text())
+    names = [name for name, _limit, _value, _verdict in report.targets(saved["results"])]
+    assert any(name.startswith("event delay p99") for name in names)

@@ -211,11 +211,12 @@ def test_a_restarted_server_streams_on_from_the_last_id(
             server.stop()
 
 
+@pytest.mark.postgresql
 def test_a_stream_served_by_another_process_than_the_runs_misses_nothing(
-    database_url: str, tmp_path: Path, fake_openai_process: FakeOpenAIProcess
+    fresh_postgres_url: str, tmp_path: Path, fake_openai_process: FakeOpenAIProcess
 ) -> None:
-    if not database_url.startswith("postgresql"):
-        pytest.skip("two `juru serve` share one database on PostgreSQL only")
+    # Two `juru serve` share one database on PostgreSQL only.
+    database_url = fresh_postgres_url
     fake = fake_openai_process
     fake.script([{**reply, "delay": 0.2} for reply in SCRIPT])
     executing = juru_serve(

@@ -810,6 +810,7 @@ def samples(run: dict[str, Any]) -> list[Sample]:
         ("GET", "/v1/runs/{run_id}", {}),
         ("GET", "/v1/runs/{run_id}", {"params": {"wait": 1}}),
         ("GET", "/v1/runs/{run_id}/events", {}),
+        ("POST", "/v1/runs/{run_id}/stream_token", {}),
         ("POST", "/v1/runs/{run_id}/tool_outputs", {"json": {"outputs": outputs}}),
         ("POST", "/v1/runs/{run_id}/cancel", {}),
         ("GET", "/v1/files/{file_id}", {}),

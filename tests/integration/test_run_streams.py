@@ -206,6 +206,52 @@ class TestAccess:
         api_error(await stream(hosted, run["id"], params={"after": -1}), 400, "invalid_request")
 
 
+class TestStreamTokens:
+    async def test_a_stream_token_reads_its_runs_stream_without_a_header(
+        self, hosted: HostedHarness
+    ) -> None:
+        run, other = await hosted.new_run(), await hosted.new_run()
+        await run_to_the_end(hosted, run["id"])
+        issued = await hosted.client.post(f"/v1/runs/{run['id']}/stream_token")
+        assert issued.status_code == 201, issued.text
+        ticket = issued.json()
+        token = ticket["token"]
+        assert ticket["url"] == f"/v1/runs/{run['id']}/events?token={token}"
+        hosted.client.headers.pop("Authorization")  # as the browser's EventSource sends it
+        try:
+            response = await hosted.client.get(ticket["url"])
+            assert kinds(parse_stream(response.text)) == WHOLE_RUN
+            # Only for that run, only as signed, only until it expires.
+            wrong_run = await stream(hosted, other["id"], params={"token": token})
+            assert "another run" in api_error(wrong_run, 401, "invalid_stream_token")
+            forged = token[:-1] + ("0" if token[-1] != "0" else "1")
+            tampered = await stream(hosted, run["id"], params={"token": forged})
+            api_error(tampered, 401, "invalid_stream_token")
+            garbage = await stream(hosted, run["id"], params={"token": "abc"})
+            api_error(garbage, 401, "invalid_stream_token")
+            hosted.clock.advance(hosted.context.hosted.stream_token_seconds + 1)
+            api_error(await hosted.client.get(ticket["url"]), 401, "expired_stream_token")
+        finally:
+            hosted.act_as(None)
+
+    async def test_revoking_the_key_revokes_its_tokens_and_others_runs_get_none(
+        self, hosted: HostedHarness
+    ) -> None:
+        run = await hosted.new_run()
+        hosted.act_as(await hosted.new_account("other"))
+        refused = await hosted.client.post(f"/v1/runs/{run['id']}/stream_token")
+        api_error(refused, 404, "not_found")
+        hosted.act_as(None)
+        ticket = (await hosted.client.post(f"/v1/runs/{run['id']}/stream_token")).json()
+        await hosted.context.accounts.revoke_key(ticket["token"].split(".")[1])
+        hosted.client.headers.pop("Authorization")
+        try:
+            revoked = await hosted.client.get(ticket["url"])
+            assert "revoked" in api_error(revoked, 401, "invalid_stream_token")
+        finally:
+            hosted.act_as(None)
+
+
 class TestRetention:
     async def test_a_runs_events_are_pruned_after_the_retention_period(
         self, hosted: HostedHarness

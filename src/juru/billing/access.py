@@ -10,8 +10,15 @@ from datetime import datetime
 from juru.billing.rate_limits import RateLimitDecision, RateLimiter
 from juru.core.clock import Clock
 from juru.core.errors import AuthenticationError, RateLimitedError
-from juru.core.keys import KEY_PREFIX, hash_key, is_well_formed, key_prefix
-from juru.store.accounts import account_of_key
+from juru.core.keys import (
+    KEY_PREFIX,
+    hash_key,
+    is_well_formed,
+    key_prefix,
+    read_stream_token,
+    signed_by,
+)
+from juru.store.accounts import account_of_key, live_key_by_prefix
 from juru.store.database import Database
 
 
@@ -87,6 +94,7 @@ class Access:
         self.engine = engine
         self.limiter = limiter
         self.keys = keys
+        self.clock = keys.clock
 
     async def account_of(self, secret: str) -> tuple[str, str] | None:
         """The (account id, tier) of a live key, from the cache or the database."""
@@ -104,7 +112,28 @@ class Access:
         found = await self.account_of(secret)
         if found is None:
             raise unauthorized("invalid_api_key", "the API key is unknown or was revoked")
-        account_id, tier = found
+        return await self._within_limit(*found)
+
+    async def admit_stream_token(self, token: str, run_id: str) -> Caller:
+        """The caller of a stream token for `run_id` (`core.keys.stream_token`): signed by a
+        live key, not expired, for this run (else 401), within the account's limit (429)."""
+        parsed = read_stream_token(token)
+        if parsed is None:
+            raise unauthorized("invalid_stream_token", "that is not a stream token")
+        if parsed.run_id != run_id:
+            raise unauthorized("invalid_stream_token", "the stream token is for another run")
+        if parsed.expires <= self.clock.now().timestamp():
+            raise unauthorized(
+                "expired_stream_token", "the stream token expired; ask for a new one"
+            )
+        key = await live_key_by_prefix(self.engine, parsed.key_prefix)
+        if key is None or not signed_by(parsed, key[0]):
+            raise unauthorized(
+                "invalid_stream_token", "the stream token is not valid, or its key was revoked"
+            )
+        return await self._within_limit(key[1], key[2])
+
+    async def _within_limit(self, account_id: str, tier: str) -> Caller:
         decision = await self.limiter.hit(account_id, tier)
         if not decision.allowed:
             raise RateLimitedError(

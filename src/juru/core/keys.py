@@ -7,6 +7,7 @@ fast lookup keeps every request to one indexed query.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import re
 import secrets
 import string
@@ -44,3 +45,48 @@ def new_key() -> NewKey:
 
 def is_well_formed(secret: str) -> bool:
     return KEY_PATTERN.fullmatch(secret) is not None
+
+
+# A stream token lets a client that cannot send headers (the browser's EventSource) read one
+# run's event stream: `jst.<key prefix>.<run id>.<expiry, Unix seconds>.<signature>`, signed
+# with the key's SHA-256, so revoking the key revokes its tokens and no secret is added.
+STREAM_TOKEN_PREFIX = "jst"
+_TOKEN_PART = re.compile(r"^[A-Za-z0-9_]{1,80}$")
+
+
+@dataclass(frozen=True)
+class StreamToken:
+    key_prefix: str
+    run_id: str
+    expires: int
+    signature: str
+
+
+def _signature(key_hash: str, prefix: str, run_id: str, expires: int) -> str:
+    message = f"{prefix}.{run_id}.{expires}".encode()
+    return hmac.new(key_hash.encode(), message, hashlib.sha256).hexdigest()
+
+
+def stream_token(secret: str, run_id: str, expires: int) -> str:
+    """A token for `run_id`'s events, valid until `expires`, signed for the key `secret`."""
+    prefix = key_prefix(secret)
+    signature = _signature(hash_key(secret), prefix, run_id, expires)
+    return f"{STREAM_TOKEN_PREFIX}.{prefix}.{run_id}.{expires}.{signature}"
+
+
+def read_stream_token(token: str) -> StreamToken | None:
+    """The parts of a well-formed stream token (not yet checked), or None."""
+    parts = token.split(".")
+    if len(parts) != 5 or parts[0] != STREAM_TOKEN_PREFIX:
+        return None
+    _, prefix, run_id, expires, signature = parts
+    if not all(_TOKEN_PART.fullmatch(part) for part in (prefix, run_id, expires, signature)):
+        return None
+    if not expires.isdigit():
+        return None
+    return StreamToken(prefix, run_id, int(expires), signature)
+
+
+def signed_by(token: StreamToken, key_hash: str) -> bool:
+    expected = _signature(key_hash, token.key_prefix, token.run_id, token.expires)
+    return hmac.compare_digest(expected, token.signature)

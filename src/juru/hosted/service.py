@@ -15,15 +15,17 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from juru.agents.hosted import bound_tool_schemas, first_prompt
+from juru.billing.access import bearer_secret
 from juru.billing.meter import Meter, input_token_bound
 from juru.core.errors import ConflictError, GoneError, UnprocessableError, invalid, not_found
 from juru.core.ids import new_id
+from juru.core.keys import stream_token
 from juru.core.states import RunStatus
 from juru.engine.events import WORK
 from juru.engine.execution import hosted_thread_key, input_messages
 from juru.engine.machine import RunMachine
 from juru.hosted.agents import check_builtin_tools, check_model, check_tool_names
-from juru.hosted.streams import StreamItem, follow_run
+from juru.hosted.streams import StreamItem, StreamTicket, follow_run
 from juru.models.catalog import ModelCatalog
 from juru.store import accounts as account_store
 from juru.store import hosted as store
@@ -59,6 +61,7 @@ class HostedService:
     checkpointer: BaseCheckpointSaver[Any]
     meter: Meter
     stream_heartbeat_seconds: float = 15.0
+    stream_token_seconds: float = 900.0
 
     @property
     def engine(self) -> Any:
@@ -287,6 +290,18 @@ class HostedService:
             ended=ended,
             heartbeat_seconds=self.stream_heartbeat_seconds,
         )
+
+    async def stream_token(
+        self, account_id: str, run_id: str, authorization: str | None
+    ) -> StreamTicket:
+        """A token for the run's stream, signed for the key the request came with."""
+        await self.run(account_id, run_id)
+        secret = bearer_secret(authorization)
+        now = self.machine.clock.now().timestamp()
+        expires = int(now + self.stream_token_seconds)
+        token = stream_token(secret, run_id, expires)
+        url = f"/v1/runs/{run_id}/events?token={token}"
+        return StreamTicket(token, datetime.fromtimestamp(expires, UTC), url)
 
     async def submit_tool_outputs(
         self, account_id: str, run_id: str, outputs: list[dict[str, str]]

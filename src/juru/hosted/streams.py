@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import datetime
 
 from juru.core.run_events import RunEventType
 from juru.core.states import RunStatus
@@ -28,6 +29,15 @@ class MessageDelta:
 
     message_id: str
     delta: str
+
+
+@dataclass(frozen=True)
+class StreamTicket:
+    """A stream token (`core.keys.stream_token`) and where to use it."""
+
+    token: str
+    expires_at: datetime
+    url: str
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,22 @@ async def current_account(
     return caller.account_id
 
 
+async def streaming_account(
+    request: Request,
+    _credentials: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)],
+) -> str:
+    """The account a run's stream is read for: a Bearer key as on every `/v1` route or, for a
+    client that cannot send headers (EventSource), `?token=` from `POST .../stream_token`."""
+    context = get_context(request)
+    token = request.query_params.get("token")
+    if token is not None and request.headers.get("authorization") is None:
+        caller = await context.access.admit_stream_token(token, request.path_params["run_id"])
+    else:
+        caller = await context.access.admit(request.headers.get("authorization"))
+    setattr(request.state, RATE_LIMIT_HEADERS, caller.rate_limit.headers())
+    return caller.account_id
+
+
 Context = Annotated[AppContext, Depends(get_context)]
 PlaygroundService = Annotated[Playground, Depends(get_playground)]
 Hosted = Annotated[HostedService, Depends(get_hosted)]
@@ -71,4 +87,5 @@ Chat = Annotated[ChatCompletions, Depends(get_chat)]
 Files = Annotated[FileService, Depends(get_files)]
 Documents = Annotated[DocumentLibrary, Depends(get_documents)]
 Account = Annotated[str, Depends(current_account)]
+StreamingAccount = Annotated[str, Depends(streaming_account)]
 Runtime = Annotated[RuntimeService, Depends(get_runtime)]

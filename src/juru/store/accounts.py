@@ -115,6 +115,19 @@ async def account_of_key(engine: Database, key_hash: str) -> tuple[str, str] | N
     return None if row is None else (str(row["id"]), str(row["tier"]))
 
 
+_KEY_BY_PREFIX = (
+    select(api_keys.c.key_hash, accounts.c.id, accounts.c.tier)
+    .join(accounts, api_keys.c.account_id == accounts.c.id)
+    .where(api_keys.c.prefix == bindparam("prefix"), api_keys.c.revoked_at.is_(None))
+)
+
+
+async def live_key_by_prefix(engine: Database, prefix: str) -> tuple[str, str, str] | None:
+    """The hash, account id and tier of the live key with this prefix."""
+    row = await engine.first_row(_KEY_BY_PREFIX, {"prefix": prefix})
+    return None if row is None else (str(row["key_hash"]), str(row["id"]), str(row["tier"]))
+
+
 async def revoke_api_key(engine: Database, prefix: str, now: datetime) -> bool:
     """Revoke the live key with this prefix; False if there is none."""
     statement = (

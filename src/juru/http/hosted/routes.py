@@ -6,13 +6,13 @@ import re
 from datetime import date
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Depends, Header, Path, Query
+from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BeforeValidator
 
 from juru.core.errors import NotFoundError
 from juru.hosted.service import MAX_WAIT_SECONDS
-from juru.http.deps import Account, Context, Hosted, current_account
+from juru.http.deps import Account, Context, Hosted, StreamingAccount, current_account
 from juru.http.hosted.run_streams import EVENT_ID_PATTERN, event_stream
 from juru.http.hosted.run_streams import RESPONSE as RUN_STREAM
 from juru.http.hosted.schemas import (
@@ -29,6 +29,7 @@ from juru.http.hosted.schemas import (
     RunIn,
     RunList,
     RunOut,
+    StreamTokenOut,
     ThreadIn,
     ThreadList,
     ThreadOut,
@@ -224,31 +225,14 @@ async def get_run(
     return RunOut.of(await hosted.run(account, run_id))
 
 
-@router.get(
-    "/runs/{run_id}/events",
-    response_class=StreamingResponse,
-    responses={200: RUN_STREAM, **errors(400, 404, 410)},
-)
-async def run_events(
-    run_id: str,
-    account: Account,
-    hosted: Hosted,
-    after: Annotated[
-        int | None, Query(ge=0, description="Send the events after this id (as Last-Event-ID).")
-    ] = None,
-    last_event_id: Annotated[
-        str | None,
-        Header(
-            pattern=EVENT_ID_PATTERN,
-            description="The last event id the client received; it wins over `after`.",
-        ),
-    ] = None,
-) -> StreamingResponse:
-    """The run's events as server-sent events: the durable ones after the given id, then live
-    ones as they happen; open across `requires_action`, closed right after the terminal
-    status. A run that ended more than JURU_RUN_EVENTS_DAYS ago: 410 `run_events_pruned`."""
-    start = int(last_event_id) if last_event_id is not None else after or 0
-    return event_stream(await hosted.run_events(account, run_id, start))
+@router.post("/runs/{run_id}/stream_token", status_code=201, responses=errors(404))
+async def create_stream_token(
+    run_id: str, account: Account, hosted: Hosted, request: Request
+) -> StreamTokenOut:
+    """A token that reads this run's stream without a header (the browser's EventSource):
+    `GET url` until `expires_at`, signed with the calling key (revoking the key revokes it)."""
+    authorization = request.headers.get("authorization")
+    return StreamTokenOut.of(await hosted.stream_token(account, run_id, authorization))
 
 
 @router.post("/runs/{run_id}/tool_outputs", responses=errors(400, 404, 409, 413))
@@ -265,3 +249,41 @@ async def submit_tool_outputs(
 async def cancel_run(run_id: str, account: Account, hosted: Hosted) -> RunOut:
     """Cancel an active run; a run that already ended is returned unchanged."""
     return RunOut.of(await hosted.cancel_run(account, run_id))
+
+
+# A run's stream: its own router, because a stream token may stand in for the Bearer key.
+streams = APIRouter(prefix="/v1", tags=["hosted agents"], responses=ADMISSION_ERRORS)
+
+
+@streams.get(
+    "/runs/{run_id}/events",
+    response_class=StreamingResponse,
+    responses={200: RUN_STREAM, **errors(400, 404, 410)},
+)
+async def run_events(
+    run_id: str,
+    account: StreamingAccount,
+    hosted: Hosted,
+    after: Annotated[
+        int | None, Query(ge=0, description="Send the events after this id (as Last-Event-ID).")
+    ] = None,
+    token: Annotated[
+        str | None,
+        Query(
+            description="A stream token (`POST /v1/runs/{run_id}/stream_token`) instead "
+            "of the Authorization header, for clients that cannot send one."
+        ),
+    ] = None,
+    last_event_id: Annotated[
+        str | None,
+        Header(
+            pattern=EVENT_ID_PATTERN,
+            description="The last event id the client received; it wins over `after`.",
+        ),
+    ] = None,
+) -> StreamingResponse:
+    """The run's events as server-sent events: the durable ones after the given id, then live
+    ones as they happen; open across `requires_action`, closed right after the terminal
+    status. A run that ended more than JURU_RUN_EVENTS_DAYS ago: 410 `run_events_pruned`."""
+    start = int(last_event_id) if last_event_id is not None else after or 0
+    return event_stream(await hosted.run_events(account, run_id, start))

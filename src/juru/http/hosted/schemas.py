@@ -22,6 +22,7 @@ from pydantic import (
 
 from juru.core.states import RunStatus
 from juru.hosted.agents import parameters_problem
+from juru.hosted.streams import StreamTicket
 from juru.models.catalog import ModelSpec
 from juru.store.pages import Page
 from juru.store.records import AccountRecord, RunRecord, TranscriptMessage
@@ -250,6 +251,18 @@ class MessageOut(BaseModel):
             name=message.name,
             created_at=message.created_at,
         )
+
+
+class StreamTokenOut(BaseModel):
+    """Reads one run's event stream without an Authorization header, until `expires_at`."""
+
+    token: str
+    expires_at: datetime
+    url: str = Field(description="The stream's path with the token: `new EventSource(url)`.")
+
+    @classmethod
+    def of(cls, ticket: StreamTicket) -> StreamTokenOut:
+        return cls(token=ticket.token, expires_at=ticket.expires_at, url=ticket.url)
 
 
 class StepEventOut(BaseModel):
