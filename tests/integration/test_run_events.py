@@ -116,23 +116,37 @@ async def test_followers_are_woken_by_log_growth_and_get_deltas_watchers_are_not
     api, worker = pair
     own_process = worker.follow("run_f")
     async with api.follow("run_f") as follower, api.watch("run_f") as status, own_process as own:
-        follower.log_grew = False
+        assert follower.take() == [None]  # it starts by reading the log
         follower.wake.clear()
         await worker.publish_log("run_f")
         await asyncio.wait_for(follower.wake.wait(), WAKE_SECONDS)
-        assert follower.log_grew
+        assert follower.take() == [None]
         follower.wake.clear()
         await worker.publish_delta("run_f", {"message_id": "m1", "delta": "Halo, dunia ✓"})
+        await worker.publish_log("run_f")
+        await worker.publish_delta("run_f", {"message_id": "m2", "delta": "lagi"})
         await asyncio.wait_for(follower.wake.wait(), WAKE_SECONDS)
-        assert follower.take_deltas() == [{"message_id": "m1", "delta": "Halo, dunia ✓"}]
+        async with api.watch("run_marker") as marker:
+            await worker.publish("run_marker")
+            await asyncio.wait_for(marker.wait(), WAKE_SECONDS)
+        # In the order they were sent: a delta before the write it precedes.
+        assert follower.take() == [
+            {"message_id": "m1", "delta": "Halo, dunia ✓"},
+            None,
+            {"message_id": "m2", "delta": "lagi"},
+        ]
         # A status change wakes both; the watcher saw nothing before it.
         assert not status.is_set()
         await worker.publish("run_f")
         await asyncio.wait_for(status.wait(), WAKE_SECONDS)
         # Each delta reached each follower once (a process does not hear its own notices twice).
-        assert follower.take_deltas() == []
+        assert follower.take() == [None]  # the status change
         if api is not worker:
-            assert own.take_deltas() == [{"message_id": "m1", "delta": "Halo, dunia ✓"}]
+            deltas = [arrival for arrival in own.take() if arrival is not None]
+            assert deltas == [
+                {"message_id": "m1", "delta": "Halo, dunia ✓"},
+                {"message_id": "m2", "delta": "lagi"},
+            ]
 
 
 async def test_a_follower_in_one_process_makes_the_run_followed_in_the_other(
@@ -146,6 +160,41 @@ async def test_a_follower_in_one_process_makes_the_run_followed_in_the_other(
             await asyncio.wait_for(marker.wait(), WAKE_SECONDS)
         assert worker.followed("run_g") and api.followed("run_g")
     assert not worker.followed("run_h")
+
+
+@pytest.mark.parametrize(
+    "backend",
+    [
+        pytest.param("socket", id="sqlite-socket"),
+        pytest.param("postgresql", id="postgresql", marks=pytest.mark.postgresql),
+    ],
+    indirect=True,
+)
+async def test_a_process_that_starts_later_hears_which_runs_are_followed(
+    backend: tuple[str, str], tmp_path: Path
+) -> None:
+    kind, dsn = backend
+    directory = events_directory(tmp_path / "juru.db")
+
+    def make() -> RunEvents:
+        return SocketRunEvents(directory) if kind == "socket" else PostgresRunEvents(dsn)
+
+    api = make()
+    await api.start()
+    try:
+        async with api.follow("run_early"):
+            worker = make()  # a worker process started after the stream opened
+            await worker.start()
+            try:
+                for _ in range(500):
+                    if worker.followed("run_early"):
+                        break
+                    await asyncio.sleep(0.01)  # polling against a deadline
+                assert worker.followed("run_early")
+            finally:
+                await worker.stop()
+    finally:
+        await api.stop()
 
 
 async def test_sockets_left_by_killed_processes_are_skipped_and_removed(tmp_path: Path) -> None:

@@ -5,8 +5,8 @@ datagram sockets (`engine.socket_events`).
 
 A payload is a run id (its status or lease changed, and its log may have grown), `+<run id>`
 (its log grew, nothing else changed), `~<run id> <json>` (an ephemeral text delta, for streams
-only), `?<run id>` (a stream follows the run: its model calls should stream their text), or
-WORK.
+only), `?<run id>` (a stream follows the run: its model calls should stream their text), HELLO
+(a process just started: tell it which runs you follow) or WORK.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ WORK = "*work"
 LOG_GREW = "+"
 DELTA = "~"
 INTEREST = "?"
+HELLO = "!hello"
 # How long a process remembers that another one has a stream following a run, and how often
 # at most it says again that one of its streams follows a run.
 INTEREST_SECONDS = 3600.0
@@ -47,15 +48,27 @@ def log_grew(run_id: str) -> str:
 
 @dataclass(eq=False)
 class Follower:
-    """What a stream following a run is woken by: its log grew, or a text delta arrived."""
+    """What woke a stream following a run, in the order it arrived: text deltas, and `None`
+    where the run's log grew (a delta sent before a write is seen before that write's events).
+    It starts with one `None`: the log is read first."""
 
     wake: asyncio.Event = field(default_factory=asyncio.Event)
-    log_grew: bool = True
-    deltas: list[dict[str, Any]] = field(default_factory=list)
+    arrivals: list[dict[str, Any] | None] = field(default_factory=lambda: [None])
 
-    def take_deltas(self) -> list[dict[str, Any]]:
-        deltas, self.deltas = self.deltas, []
-        return deltas
+    def take(self) -> list[dict[str, Any] | None]:
+        arrivals, self.arrivals = self.arrivals, []
+        return arrivals
+
+    def log_grew(self) -> None:
+        if not self.arrivals or self.arrivals[-1] is not None:
+            self.arrivals.append(None)
+        self.wake.set()
+
+    def delta(self, delta: dict[str, Any]) -> None:
+        # Ephemeral: a follower that fell far behind drops text (its messages hold it whole).
+        if len(self.arrivals) < MAX_PENDING_DELTAS:
+            self.arrivals.append(delta)
+        self.wake.set()
 
 
 class RunEvents(Protocol):
@@ -113,6 +126,7 @@ class LocalRunEvents:
         # its own streams follow, and when it last said so.
         self._interest: dict[str, float] = {}
         self._announced: dict[str, float] = {}
+        self._telling: set[asyncio.Task[None]] = set()
         self._work = asyncio.Event()
 
     async def start(self) -> None:
@@ -132,13 +146,18 @@ class LocalRunEvents:
         if payload.startswith(INTEREST):
             self._note_interest(payload[1:])
             return
+        if payload == HELLO:
+            # A process that started after our streams did has not heard of them.
+            task = asyncio.get_running_loop().create_task(self._tell_interests())
+            self._telling.add(task)
+            task.add_done_callback(self._telling.discard)
+            return
         run_id = payload.removeprefix(LOG_GREW)
         if run_id == payload:
             for event in self._watchers.get(run_id, ()):
                 event.set()
         for follower in self._followers.get(run_id, ()):
-            follower.log_grew = True
-            follower.wake.set()
+            follower.log_grew()
 
     def _deliver_delta(self, run_id: str, text: str) -> None:
         followers = self._followers.get(run_id)
@@ -150,9 +169,7 @@ class LocalRunEvents:
             logger.warning("a text delta of run %s was not JSON; dropped", run_id)
             return
         for follower in followers:
-            if len(follower.deltas) < MAX_PENDING_DELTAS:
-                follower.deltas.append(delta)
-            follower.wake.set()
+            follower.delta(delta)
 
     def _note_interest(self, run_id: str) -> None:
         now = time.monotonic()
@@ -173,6 +190,11 @@ class LocalRunEvents:
             return
         self._announced[run_id] = now
         await self._send(INTEREST + run_id)
+
+    async def _tell_interests(self) -> None:
+        for run_id in list(self._followers):
+            self._announced[run_id] = time.monotonic()
+            await self._send(INTEREST + run_id)
 
     async def _send(self, payload: str) -> None:
         """Carry the payload to the other processes (none here)."""
@@ -251,6 +273,7 @@ class PostgresRunEvents(LocalRunEvents):
     async def start(self) -> None:
         self._listener = asyncio.create_task(self._listen(), name="juru-run-events")
         await asyncio.wait_for(self._ready.wait(), timeout=30)
+        await self._send(HELLO)
 
     async def stop(self) -> None:
         self._stopped = True

@@ -18,7 +18,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from juru.engine.events import LocalRunEvents
+from juru.engine.events import HELLO, LocalRunEvents
 
 logger = logging.getLogger(__name__)
 SOCKET_SUFFIX = ".sock"
@@ -56,6 +56,7 @@ class SocketRunEvents(LocalRunEvents):
         receiver.setblocking(False)
         self._socket = receiver
         asyncio.get_running_loop().add_reader(receiver.fileno(), self._receive)
+        await self._send(HELLO)
 
     async def stop(self) -> None:
         receiver, self._socket = self._socket, None

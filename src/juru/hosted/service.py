@@ -269,14 +269,19 @@ class HostedService:
 
     async def run_events(
         self, account_id: str, run_id: str, after: int = 0
-    ) -> AsyncIterator[StreamItem]:
+    ) -> AsyncIterator[StreamItem] | None:
         """The run's stream: its durable events after id `after`, then live ones with text
-        deltas and heartbeats, until the event of its terminal status (`hosted.streams`)."""
+        deltas and heartbeats, until the event of its terminal status (`hosted.streams`).
+        None when the run has ended and the caller has seen all of it: there is nothing more
+        to stream, ever (a reconnecting EventSource is told to stop)."""
         if after < 0:
             raise invalid("the last event id must be a whole number, 0 or more")
         run = await self.run(account_id, run_id)
         ended = RunStatus(run.status).is_terminal
-        if ended and not await run_log.has_events(self.engine, run_id):
+        nothing_left = ended and not await run_log.events_after(self.engine, run_id, after, 1)
+        if nothing_left and after > 0:
+            return None
+        if nothing_left:
             raise GoneError(
                 f"run {run_id} ended more than the retention period ago and its events were "
                 "pruned; GET /v1/runs/{run_id} still shows how it ended",

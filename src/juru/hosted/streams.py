@@ -69,17 +69,20 @@ async def follow_run(
     async with events.follow(run_id) as follower:
         while True:
             follower.wake.clear()
-            # Deltas that came before the log is read: those of a message the read shows
-            # completed are dropped (its `message.completed` holds the whole text).
-            deltas = follower.take_deltas()
-            if follower.log_grew:
-                follower.log_grew = False
+            for arrival in follower.take():
+                if arrival is not None:
+                    message_id, text = arrival.get("message_id"), arrival.get("delta")
+                    wellformed = isinstance(message_id, str) and isinstance(text, str)
+                    if wellformed and message_id not in completed:
+                        yield MessageDelta(str(message_id), str(text))
+                    continue
                 while True:
                     page = await run_log.events_after(engine, run_id, last)
                     for event in page:
                         yield event
                         last = event.seq
                         if event.type == RunEventType.MESSAGE_COMPLETED:
+                            # Later deltas of it (a slow stream) are dropped: it holds the text.
                             completed.add(str(event.data.get("message_id")))
                         if ends_the_run(event):
                             return
@@ -90,11 +93,6 @@ async def follow_run(
                         break
                 if ended:
                     return
-            for delta in deltas:
-                message_id, text = delta.get("message_id"), delta.get("delta")
-                wellformed = isinstance(message_id, str) and isinstance(text, str)
-                if wellformed and message_id not in completed:
-                    yield MessageDelta(str(message_id), str(text))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(follower.wake.wait(), heartbeat_seconds)
                 continue

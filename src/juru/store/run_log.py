@@ -162,11 +162,6 @@ async def events_after(
     ]
 
 
-async def has_events(engine: Database, run_id: str) -> bool:
-    query = select(run_events.c.seq).where(run_events.c.run_id == run_id).limit(1)
-    return await engine.scalar(query) is not None
-
-
 async def prune_events(engine: Database, finished_before: datetime, batch: int = 200) -> int:
     """Delete the logs of runs that finished before the cutoff, `batch` runs per transaction
     (so no single write holds the database long); the number of events deleted."""

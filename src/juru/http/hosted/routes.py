@@ -7,7 +7,7 @@ from datetime import date
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 from pydantic import BeforeValidator
 
 from juru.core.errors import NotFoundError
@@ -201,7 +201,9 @@ async def create_run(
     check_input_size(messages, context.settings, "input")
     run = await hosted.create_run(account, thread_id, messages, idempotency_key)
     if body.stream:
-        return event_stream(await hosted.run_events(account, run.id))
+        items = await hosted.run_events(account, run.id)
+        assert items is not None  # from the first event: a run's log is never empty
+        return event_stream(items)
     return RunOut.of(run)
 
 
@@ -258,7 +260,11 @@ streams = APIRouter(prefix="/v1", tags=["hosted agents"], responses=ADMISSION_ER
 @streams.get(
     "/runs/{run_id}/events",
     response_class=StreamingResponse,
-    responses={200: RUN_STREAM, **errors(400, 404, 410)},
+    responses={
+        200: RUN_STREAM,
+        204: {"description": "The run ended and every event after the given id was sent."},
+        **errors(400, 404, 410),
+    },
 )
 async def run_events(
     run_id: str,
@@ -281,9 +287,13 @@ async def run_events(
             description="The last event id the client received; it wins over `after`.",
         ),
     ] = None,
-) -> StreamingResponse:
+) -> Response:
     """The run's events as server-sent events: the durable ones after the given id, then live
     ones as they happen; open across `requires_action`, closed right after the terminal
     status. A run that ended more than JURU_RUN_EVENTS_DAYS ago: 410 `run_events_pruned`."""
     start = int(last_event_id) if last_event_id is not None else after or 0
-    return event_stream(await hosted.run_events(account, run_id, start))
+    items = await hosted.run_events(account, run_id, start)
+    if items is None:
+        # The run ended and the client has every event: 204 tells an EventSource to stop.
+        return Response(status_code=204)
+    return event_stream(items)
