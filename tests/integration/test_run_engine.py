@@ -10,7 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, event, text, update
+from sqlalchemy import Engine, event, select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from juru.core.states import RunStatus
@@ -450,6 +450,27 @@ class TestResilience:
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+
+    async def test_a_worker_that_takes_back_its_own_run_does_not_run_it_twice(
+        self, hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+    ) -> None:
+        # The lease lapses while the worker is in a model call (the database was down and no
+        # renewal got through): its next claim takes the run again, under the same name.
+        fake_openai.script([WEATHER_CALL, {"content": "Cerah.", "delay": 60}])
+        run = await hosted_openai.new_run(model_id=OPENAI_MODEL)
+        await hosted_openai.work()
+        await hosted_openai.answer(await hosted_openai.get_run(run["id"]))
+        worker = hosted_openai.worker()
+        assert await worker.fill_slots() == 1
+        await _until(lambda: len(fake_openai.requests()) == 2)
+        hosted_openai.clock.advance(hosted_openai.context.machine.limits.lease_seconds + 1)
+        assert await worker.fill_slots() == 0  # taken back, not started again
+        async with hosted_openai.context.engine.connect() as connection:
+            attempts = await connection.scalar(
+                select(runs.c.attempts).where(runs.c.id == run["id"])
+            )
+        assert attempts == 3 and len(worker._running) == 1
+        await worker.stop()
 
 
 class TestLargeInputs:

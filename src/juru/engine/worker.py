@@ -52,6 +52,8 @@ class Worker:
         self.concurrency = concurrency
         self.name = name or worker_name()
         self._running: set[asyncio.Task[None]] = set()
+        # The runs this worker is executing, by id.
+        self._executing: set[str] = set()
 
     async def run_forever(self) -> None:
         try:
@@ -74,11 +76,18 @@ class Worker:
         while (free := self.concurrency - len(self._running)) > 0:
             claimed = await self.machine.claim(self.name, free)
             for run in claimed:
+                if run.id in self._executing:
+                    # Its lease lapsed while this worker executed it (the database was down):
+                    # the claim renewed the lease of the execution that is still going on. A
+                    # second execution under the same name would pass every lease check too.
+                    logger.info("worker %s took back its own run %s; it goes on", self.name, run.id)
+                    continue
                 logger.info("worker %s took run %s (attempt %d)", self.name, run.id, run.attempts)
                 execution = RunExecution(self.context, run, self.name)
                 task = asyncio.create_task(self._execute(execution), name=f"run {run.id}")
                 self._running.add(task)
-            started += len(claimed)
+                self._executing.add(run.id)
+                started += 1
             if len(claimed) < free:
                 break
         return started
@@ -109,6 +118,7 @@ class Worker:
         finally:
             was_full = len(self._running) >= self.concurrency
             self._running.discard(asyncio.current_task())
+            self._executing.discard(execution.run.id)
             if was_full:
                 # A slot is free again: this worker may take a run it had to leave waiting.
                 await self.machine.events.announce_work()
