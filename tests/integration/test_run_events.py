@@ -149,6 +149,16 @@ async def test_followers_are_woken_by_log_growth_and_get_deltas_watchers_are_not
             ]
 
 
+async def test_a_lease_change_wakes_watchers_but_not_followers(pair: Pair) -> None:
+    api, worker = pair
+    async with api.follow("run_l") as follower, api.watch("run_l") as guard:
+        follower.take()
+        follower.wake.clear()
+        await worker.publish_lease("run_l")
+        await asyncio.wait_for(guard.wait(), WAKE_SECONDS)
+        assert follower.take() == [] and not follower.wake.is_set()
+
+
 async def test_a_follower_in_one_process_makes_the_run_followed_in_the_other(
     pair: Pair,
 ) -> None:

@@ -5,7 +5,8 @@ datagram sockets (`engine.socket_events`).
 
 A payload is a run id (its status or lease changed, and its log may have grown), `+<run id>`
 (its log grew, nothing else changed), `~<run id> <json>` (an ephemeral text delta, for streams
-only), `?<run id>` (a stream follows the run: its model calls should stream their text), HELLO
+only), `=<run id>` (only its lease changed: no event for its followers), `?<run id>` (a stream
+follows the run: its model calls should stream their text), HELLO
 (a process just started: tell it which runs you follow) or WORK.
 """
 
@@ -30,6 +31,7 @@ WORK = "*work"
 LOG_GREW = "+"
 DELTA = "~"
 INTEREST = "?"
+LEASE = "="
 HELLO = "!hello"
 # How long a process remembers that another one has a stream following a run, and how often
 # at most it says again that one of its streams follows a run.
@@ -83,6 +85,9 @@ class RunEvents(Protocol):
 
     async def publish_log(self, run_id: str) -> None:
         """The run's event log grew, and nothing else of it changed."""
+
+    async def publish_lease(self, run_id: str) -> None:
+        """Only the run's lease changed (a worker took it back): its log did not grow."""
 
     async def publish_delta(self, run_id: str, delta: dict[str, Any]) -> None:
         """Ephemeral: a piece of a message's text, for the run's followers only."""
@@ -152,6 +157,10 @@ class LocalRunEvents:
             self._telling.add(task)
             task.add_done_callback(self._telling.discard)
             return
+        if payload.startswith(LEASE):
+            for event in self._watchers.get(payload[1:], ()):
+                event.set()
+            return
         run_id = payload.removeprefix(LOG_GREW)
         if run_id == payload:
             for event in self._watchers.get(run_id, ()):
@@ -209,6 +218,9 @@ class LocalRunEvents:
 
     async def publish_log(self, run_id: str) -> None:
         await self._publish(log_grew(run_id))
+
+    async def publish_lease(self, run_id: str) -> None:
+        await self._publish(LEASE + run_id)
 
     async def publish_delta(self, run_id: str, delta: dict[str, Any]) -> None:
         text = json.dumps(delta, ensure_ascii=False, separators=(",", ":"))

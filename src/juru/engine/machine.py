@@ -221,7 +221,10 @@ class RunMachine:
             self.engine, worker, self.clock.now(), self.limits.lease_seconds, limit
         )
         for run in claimed:
-            await self.events.publish(run.id)
+            if run.attempts == 1:
+                await self.events.publish(run.id)  # queued → running, with its event
+            else:
+                await self.events.publish_lease(run.id)  # taken (back): only the lease moved
         return claimed
 
     async def renew_lease(self, run: RunRecord, worker: str) -> bool:
