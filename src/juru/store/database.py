@@ -161,7 +161,9 @@ def open_database(database: DatabaseUrl, busy_timeout_ms: int = SQLITE_BUSY_TIME
             SqliteWriter(writer_engine, database.sqlite_path),
             SqliteReader(reader_engine),
         )
-    engine = create_async_engine(database.async_url())
+    # Last in, first out: the connections a burst opened sit idle at the bottom of the pool
+    # instead of taking turns, so the ones in use stay fresh and need no ping (a transaction).
+    engine = create_async_engine(database.async_url(), pool_use_lifo=True)
     ping_after_idle(engine.sync_engine)
     return Database(engine)
 
