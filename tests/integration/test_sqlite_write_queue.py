@@ -164,3 +164,66 @@ async def test_a_write_holds_the_lock_without_the_event_loop(tmp_path: Path) -> 
     finally:
         os.close(lock_file)
         await engine.dispose()
+
+
+class GatedSerializer:
+    """The saver's serializer, holding each value until the test lets it through: a put_writes
+    stopped in the middle of its statement, in the writer thread."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def dumps_typed(self, value: Any) -> tuple[str, bytes]:
+        self.entered.set()
+        self.release.wait(timeout=30)
+        return self.inner.dumps_typed(value)  # type: ignore[no-any-return]
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        return self.inner.loads_typed(data)
+
+
+class WatchedLock:
+    """The saver's lock, telling when a second thread waits for it."""
+
+    def __init__(self) -> None:
+        self.lock, self.contended = threading.Lock(), threading.Event()
+
+    def __enter__(self) -> None:
+        if not self.lock.acquire(blocking=False):
+            self.contended.set()
+            self.lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.lock.release()
+
+
+async def test_closing_the_checkpointer_waits_for_a_write_in_the_writer_thread(
+    tmp_path: Path,
+) -> None:
+    """A write whose caller was cancelled still runs in the writer thread; closing the saver's
+    connection under it would crash the process. The close waits, and the write is kept."""
+    database = DatabaseUrl.parse(f"sqlite:///{tmp_path}/juru.db")
+    upgrade_to_head(database)
+    engine = open_database(database)
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": "", "checkpoint_id": "1"}}
+    lock = WatchedLock()
+    try:
+        async with open_checkpointer(database, engine) as saver:
+            gate = GatedSerializer(saver.serde)
+            saver.serde, saver.lock = gate, lock  # type: ignore[assignment]
+            pending = asyncio.ensure_future(saver.aput_writes(config, [("channel", 1)], "task"))
+            assert await asyncio.to_thread(gate.entered.wait, 30)
+            pending.cancel()
+
+            def release_once_the_close_waits() -> None:
+                lock.contended.wait(timeout=30)
+                gate.release.set()
+
+            threading.Thread(target=release_once_the_close_waits).start()
+        assert lock.contended.is_set(), "the connection was closed under the write"
+        async with engine.connect() as connection:
+            rows = await connection.scalar(text("SELECT count(*) FROM writes WHERE thread_id='t'"))
+        assert rows == 1
+    finally:
+        await engine.dispose()

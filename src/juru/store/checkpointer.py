@@ -112,6 +112,13 @@ class ThreadedSqliteSaver(SqliteSaver):
 
         await self._writer.call(prune)
 
+    def close(self) -> None:
+        """Close the connection once no call is using it: a write whose caller was cancelled
+        may still be running in the writer thread, and closing a `sqlite3` connection under a
+        statement in another thread crashes the process."""
+        with self.lock:
+            self.conn.close()
+
 
 def _sqlite_connection(database: DatabaseUrl, busy_timeout_ms: int) -> sqlite3.Connection:
     # Used by the reader threads and the writer thread in turn (the saver's lock orders them).
@@ -153,12 +160,12 @@ async def open_checkpointer(
     if database.is_sqlite:
         async with _sqlite_threads(database, engine, busy_timeout_ms) as (writer, reader):
             connection = await asyncio.to_thread(_sqlite_connection, database, busy_timeout_ms)
+            saver = ThreadedSqliteSaver(connection, writer, reader)
             try:
-                saver = ThreadedSqliteSaver(connection, writer, reader)
                 await writer.call(saver.setup)
                 yield saver
             finally:
-                await reader.call(connection.close)
+                await reader.call(saver.close)
         return
     options: dict[str, Any] = {"prepare_threshold": 0, "row_factory": dict_row}
     # The saver's migrations create indexes concurrently: outside a transaction.
