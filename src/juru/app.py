@@ -13,6 +13,7 @@ from juru.context import open_context, running_workers
 from juru.core.clock import Clock
 from juru.engine.machine import RunLimits
 from juru.http import health, playground, reasoning_engine
+from juru.http.console import install_console
 from juru.http.edges import BodyLimits, EdgeMiddleware
 from juru.http.errors import install_error_handlers
 from juru.http.hosted import chat as hosted_chat
@@ -67,6 +68,7 @@ def create_app(
     body_limits = BodyLimits(settings.max_body_bytes, settings.documents_max_bytes)
     app.add_middleware(EdgeMiddleware, limits=body_limits)
     app.include_router(health.router)
+    install_console(app)
     app.include_router(hosted_routes.router)
     app.include_router(hosted_routes.streams)
     app.include_router(hosted_chat.router)

@@ -15,7 +15,7 @@ from juru.agents.builtin import builtin_features
 from juru.agents.features import load_feature_reference, merge_features
 from juru.agents.registry import FeatureRegistry
 from juru.billing.access import Access, KeyCache
-from juru.billing.accounts import LOCAL_KEY_FILE, AccountAdmin
+from juru.billing.accounts import AccountAdmin, local_key_path
 from juru.billing.meter import Meter
 from juru.billing.rate_limits import RateLimiter
 from juru.core.clock import Clock, SystemClock
@@ -160,10 +160,9 @@ async def open_context(
             accounts = AccountAdmin(
                 engine, clock, settings.tier_rate_limits.keys(), on_revoke=keys.forget
             )
-            if database.is_sqlite:
-                await accounts.bootstrap_local(
-                    database.sqlite_path.parent / LOCAL_KEY_FILE, settings.local_account_balance
-                )
+            local_key = local_key_path(database)
+            if local_key is not None:
+                await accounts.bootstrap_local(local_key, settings.local_account_balance)
             limiter = RateLimiter(settings.rate_limit_storage, settings.tier_rate_limits)
             storage = file_storage(settings, database)
             try:

@@ -4,14 +4,11 @@ stops for good when the server answers its reconnect with 204."""
 
 from __future__ import annotations
 
-import os
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, sync_playwright
+from playwright.sync_api import Browser
 
 from tests.e2e.test_hosted_runs import Api, juru_serve
 from tests.support.hosted import demo_answer
@@ -41,21 +38,6 @@ LISTEN = """(url) => {
   }
 }"""
 SEEN_STATUS = "(status) => window.seen.some((e) => e.data.status === status)"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    executable = shutil.which("chromium")
-    if executable is None:
-        if os.environ.get("JURU_REQUIRE_BROWSER") == "1":
-            pytest.fail("chromium is not installed (scripts/test installs it with apt-get)")
-        pytest.skip("chromium is not installed: apt-get install chromium")
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=executable, headless=True)
-        try:
-            yield launched
-        finally:
-            launched.close()
 
 
 def test_event_source_follows_a_run_with_a_stream_token(browser: Browser, tmp_path: Path) -> None:

@@ -16,10 +16,16 @@ from juru.core.money import to_micro
 from juru.store import accounts as store
 from juru.store.database import Database
 from juru.store.records import AccountRecord
+from juru.store.urls import DatabaseUrl
 
 logger = logging.getLogger(__name__)
 LOCAL_ACCOUNT = "local"
 LOCAL_KEY_FILE = "local-api-key"
+
+
+def local_key_path(database: DatabaseUrl) -> Path | None:
+    """Where a SQLite install keeps the key of its `local` account (none on PostgreSQL)."""
+    return database.sqlite_path.parent / LOCAL_KEY_FILE if database.is_sqlite else None
 
 
 class AccountAdminError(ValueError):
