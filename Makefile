@@ -1,5 +1,5 @@
 # The README's commands, and the benchmark. `make bench BENCH_ARGS="--db sqlite --quick"`.
-.PHONY: install serve test bench bench-quick bench-peers
+.PHONY: install serve test bench bench-quick bench-peers docs docs-build
 
 BENCH_ARGS ?= --db both --write-results
 
@@ -11,6 +11,20 @@ serve:
 
 test:
 	./scripts/test
+
+# The documentation site (mkdocs.yml; the docs tools are in the dev extra). `make docs` serves it
+# on http://127.0.0.1:8001, the origin the server's default PLAYGROUND_ORIGINS allows;
+# `make docs-build` builds it into site/, failing on any warning. NO_MKDOCS_2_WARNING silences
+# Material's end-of-life banner (docs/decisions.md, "Documentation site").
+DOCS_ENV = NO_MKDOCS_2_WARNING=1
+
+docs:
+	bash -c 'source scripts/venv.sh && ensure_venv dev'
+	$(DOCS_ENV) .venv/bin/python -m mkdocs serve -a 127.0.0.1:8001
+
+docs-build:
+	bash -c 'source scripts/venv.sh && ensure_venv dev'
+	$(DOCS_ENV) .venv/bin/python -m mkdocs build --strict --site-dir site
 
 # The bench needs Juru in .venv (quick start or test set-up) and py-spy for the CPU split.
 bench:
