@@ -190,12 +190,15 @@ def test_the_playground_tab_reviews_tool_calls(page: Page, server: Server) -> No
     sign_in(page, server, "#/playground")
     page.select_option("#feature", "Human-in-the-loop")
     turns = page.locator(".timeline .turn")
+    submit = page.locator("form.review:not(.answered) .submit-review")
 
     page.locator(".example").first.click()
-    expect(page.locator("#submit-review")).to_be_visible()
+    expect(submit).to_be_visible()
     expect(turns.last.locator(".step")).to_contain_text("send_email")
-    page.click("#submit-review")  # approve is the first choice
+    submit.click()  # approve is the first choice
     expect(turns.last.locator(".answer")).to_be_visible()
+    expect(page.locator("form.review.answered")).to_have_count(1)  # answered: frozen
+    assert page.locator("form.review").evaluate("form => form.inert")
     expect(turns.last.locator(".event.result")).to_contain_text("send_email")
     expect(turns.last.locator(".event.failed")).to_have_count(0)
 
@@ -206,10 +209,10 @@ def test_the_playground_tab_reviews_tool_calls(page: Page, server: Server) -> No
     arguments = review.locator("textarea")
     edited = {**json.loads(arguments.input_value()), "to": "budi@example.com"}
     arguments.fill("{not json")
-    page.click("#submit-review")
+    submit.click()
     expect(page.locator(".review .error")).to_contain_text("not a JSON object")
     arguments.fill(json.dumps(edited))
-    page.click("#submit-review")
+    submit.click()
     expect(turns.last.locator(".event.call")).to_contain_text("budi@example.com")
     expect(turns.last.locator(".answer")).to_be_visible()
 
@@ -217,7 +220,7 @@ def test_the_playground_tab_reviews_tool_calls(page: Page, server: Server) -> No
     page.locator(".example").first.click()
     review.locator("input[value=reject]").check()
     review.locator("input[aria-label='Reject message']").fill("not to Ana, not today")
-    page.click("#submit-review")
+    submit.click()
     expect(turns.last.locator(".event.failed")).to_contain_text("not to Ana, not today")
     expect(turns.last.locator(".turn-end")).not_to_contain_text("Running")
 

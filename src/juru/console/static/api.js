@@ -34,7 +34,10 @@ export async function errorOf(response) {
 
 export function unreachable(baseUrl) {
   const where = baseUrl || location.origin;
-  return new ApiError(0, "unreachable", `Cannot reach the Juru server at ${where}. Is it running?`);
+  // A browser tells a refused CORS check and a server that is down apart to no one.
+  const crossOrigin = new URL(where, location.href).origin !== location.origin;
+  const cors = crossOrigin ? ` If it is, its PLAYGROUND_ORIGINS must allow this page's origin (${location.origin}).` : "";
+  return new ApiError(0, "unreachable", `Cannot reach the Juru server at ${where}. Is it running?${cors}`);
 }
 
 export class Api {

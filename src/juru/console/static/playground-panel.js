@@ -101,9 +101,16 @@ class PlaygroundPanel {
     await this.stream(turn, "/playground/messages/stream", { feature: this.feature.name, message, thread_id: this.threadId });
   }
 
-  async resume(value, summary) {
+  /** Resume the paused turn; the form that answered it is frozen unless the answer failed. */
+  async resume(form, value, summary) {
+    form.inert = true;
+    form.classList.add("answered");
     const turn = this.startTurn(h("p", { class: "user" }, h("span", { class: "role" }, "review"), summary));
-    await this.stream(turn, "/playground/resume/stream", { feature: this.feature.name, thread_id: this.threadId, value });
+    const answered = await this.stream(turn, "/playground/resume/stream", { feature: this.feature.name, thread_id: this.threadId, value });
+    if (!answered) {
+      form.inert = false;
+      form.classList.remove("answered");
+    }
   }
 
   startTurn(header) {
@@ -116,7 +123,9 @@ class PlaygroundPanel {
     return { element, steps, writing, end };
   }
 
+  /** Whether the server answered with a whole turn. */
   async stream(turn, path, body) {
+    let answered = false;
     this.working = true;
     this.sendButton.disabled = true;
     try {
@@ -129,7 +138,10 @@ class PlaygroundPanel {
         } else if (event.type === "text") {
           turn.writing.hidden = false;
           turn.writing.append(event.data.text);
-        } else if (event.type === "turn") this.finish(turn, event.data);
+        } else if (event.type === "turn") {
+          answered = true;
+          this.finish(turn, event.data);
+        }
         else if (event.type === "error") show(turn.end, errorBox({ message: event.data.detail }));
       }
     } catch (error) {
@@ -138,6 +150,7 @@ class PlaygroundPanel {
       this.working = false;
       this.sendButton.disabled = false;
     }
+    return answered;
   }
 
   finish(turn, result) {
@@ -162,7 +175,7 @@ class PlaygroundPanel {
         } catch {
           // plain text is a value too
         }
-        this.resume(value, box.value);
+        this.resume(event.target, value, box.value);
       };
       return h("form", { class: "review", onsubmit: submit }, h("h3", {}, "The feature waits for you"), h("pre", { class: "code" }, pretty(request)), box, h("button", { type: "submit", class: "primary" }, "Resume"));
     }
@@ -176,14 +189,14 @@ class PlaygroundPanel {
         if (decision.problem) return show(problem, errorBox({ message: decision.problem }));
         decisions.push(decision.value);
       }
-      this.resume({ decisions }, decisions.map((d) => d.type).join(", "));
+      this.resume(event.target, { decisions }, decisions.map((d) => d.type).join(", "));
     };
     return h(
       "form",
       { class: "review", onsubmit: submit },
       h("h3", {}, "Review the tool calls"),
       items.map((item) => item.element),
-      h("button", { type: "submit", class: "primary", id: "submit-review" }, "Submit review"),
+      h("button", { type: "submit", class: "primary submit-review" }, "Submit review"),
       problem,
     );
   }
