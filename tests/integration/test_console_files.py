@@ -48,9 +48,8 @@ async def test_the_console_is_served_from_the_package(
         asset = await http.get(f"/console/{name}")
         assert asset.status_code == 200, name
         assert asset.content == (CONSOLE_FILES / name).read_bytes()
-    assert (await http.get("/console/app.js")).headers["content-type"].startswith(
-        ("text/javascript", "application/javascript")
-    )
+    script_type = (await http.get("/console/app.js")).headers["content-type"]
+    assert script_type.startswith(("text/javascript", "application/javascript"))
     assert (await http.get("/console/nothing.js")).status_code == 404
     # Every asset the page loads comes from this server: no CDN, no fonts from elsewhere.
     for path in CONSOLE_FILES.iterdir():
