@@ -257,3 +257,29 @@ def test_usage_shows_spend_and_a_document_rag_search_finds_dark(
     page.click("button:has-text('Send')")
     expect(page.locator("#run-status")).to_have_text("succeeded")
     expect(page.locator(".message.tool")).to_contain_text("twelve kelapa days")
+
+
+def test_an_agent_is_edited_and_deleted(page: Page, server: Server) -> None:
+    agent = create_agent(server, name="Penyunting", model_id="juru/demo", tools=[WEATHER_TOOL])
+    sign_in(page, server, f"#/agents/{agent['id']}")
+    page.fill("textarea[name=system_prompt]", "Answer in Indonesian.")
+    page.fill("input[name=max_steps]", "99")
+    page.click("button:has-text('Save')")
+    expect(page.get_by_role("alert")).to_contain_text("max_steps")
+    page.fill("input[name=max_steps]", "7")
+    page.locator("label.check", has_text="rag_search").locator("input").check()
+    page.click("button:has-text('Save')")
+    expect(page.get_by_role("status")).to_have_text("Saved.")
+    with server.api() as api:
+        saved = api.http.get(f"/v1/agents/{agent['id']}").json()
+    assert saved["system_prompt"] == "Answer in Indonesian."
+    assert saved["max_steps"] == 7 and saved["builtin_tools"] == ["rag_search"]
+    assert saved["tools"] == [WEATHER_TOOL]
+
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("button:has-text('Delete')")
+    expect(page.locator("h1")).to_have_text("Agents")
+    expect(page.locator("#view table.list, #view p.empty")).to_be_visible()  # the list is in
+    expect(page.locator("#view")).not_to_contain_text("Penyunting")
+    with server.api() as api:
+        assert api.http.get(f"/v1/agents/{agent['id']}").status_code == 404

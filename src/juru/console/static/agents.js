@@ -76,7 +76,7 @@ function agentForm(api, models, agent) {
   const builtins = BUILTIN_TOOLS.map((tool) =>
     h("label", { class: "check" }, h("input", { type: "checkbox", value: tool, checked: agent?.builtin_tools.includes(tool) }), tool),
   );
-  const maxSteps = h("input", { name: "max_steps", type: "number", min: 1, value: agent?.max_steps ?? 10 });
+  const maxSteps = h("input", { name: "max_steps", type: "number", min: 1, value: agent?.max_steps ?? 20 });
   const outcome = h("div", { "aria-live": "polite" });
 
   const submit = async (event) => {

@@ -108,7 +108,7 @@ function signOut() {
 }
 
 async function signIn(notice = null) {
-  const input = h("input", { type: "password", id: "api-key", autocomplete: "off", placeholder: "jr-…", required: true });
+  const input = h("input", { type: "password", id: "api-key", autocomplete: "off", placeholder: "juru_live_…", required: true });
   const problem = h("div", { "aria-live": "polite" }, notice ? h("p", { class: "notice" }, notice) : null);
   const local = h("div");
   const use = async (key) => {
