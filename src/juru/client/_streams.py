@@ -62,6 +62,6 @@ def reconnect_policy(progress: StreamProgress, max_retries: int) -> dict[str, An
     return {
         "retry": retry_if_exception_type(APIConnectionError),
         "stop": give_up,
-        "wait": wait_exponential_jitter(initial=0.2, max=5),
+        "wait": wait_exponential_jitter(multiplier=0.2, max=5),
         "reraise": True,
     }

@@ -18,7 +18,7 @@ T = TypeVar("T")
 DEFAULT_TIMEOUT_SECONDS = 60.0
 DEFAULT_MAX_RETRIES = 3
 LONGEST_RETRY_WAIT_SECONDS = 60.0
-_backoff = wait_exponential_jitter(initial=0.5, max=8)
+_backoff = wait_exponential_jitter(multiplier=0.5, max=8)
 
 
 def base_url_of(base_url: str | None) -> str:
