@@ -1,26 +1,25 @@
-"""A client of Juru's Hosted Agents API that executes a client tool in a loop.
+"""A client of Juru's Hosted Agents API whose agent calls a tool this program runs.
 
 Run a server (`./scripts/quickstart`), then:
 
     .venv/bin/python examples/weather_client.py "What is the weather in Jakarta?"
 
-It creates an agent with a `get_weather` tool, a thread, and a run; whenever the run stops in
-`requires_action`, it executes the requested calls itself and submits the outputs, until the run
-ends. Waiting uses `GET /v1/runs/:id?wait=30`, which answers as soon as the run needs the
-tool outputs or has ended.
+It creates an agent with a `get_weather` tool, a thread, and a run. `run_until_done` follows
+the run's event stream; whenever the run stops in `requires_action`, it calls `get_weather`
+below with the arguments the model chose and sends the result back, until the run ends.
+The server and key come from `JURU_BASE_URL` (default http://127.0.0.1:8000) and
+`JURU_API_KEY`, else the key a fresh local install wrote to `.juru/local-api-key`.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-import httpx
+from juru.client import Juru, JuruError
 
-BASE_URL = os.environ.get("JURU_URL", "http://127.0.0.1:8000")
 MODEL = os.environ.get("JURU_MODEL", "juru/demo")
 WEATHER_TOOL = {
     "type": "function",
@@ -38,68 +37,35 @@ WEATHER_TOOL = {
 
 def get_weather(city: str) -> dict[str, Any]:
     """The client's own implementation of the tool (a real client would call a weather API)."""
+    print(f"executed get_weather(city={city!r})")
     return {"city": city, "temp_c": 31, "condition": "sunny"}
 
 
-TOOLS = {"get_weather": get_weather}
-
-
-def check(response: httpx.Response) -> dict[str, Any]:
-    if response.is_error:
-        sys.exit(f"{response.status_code}: {response.text}")
-    body: dict[str, Any] = response.json()
-    return body
-
-
-def execute(call: dict[str, str]) -> str:
-    """Run one pending tool call; the output goes back as a string."""
-    arguments = json.loads(call["arguments"])
-    return json.dumps(TOOLS[call["name"]](**arguments))
-
-
-def api_key() -> str:
-    """JURU_API_KEY, else the key a fresh local install wrote to .juru/local-api-key."""
-    if key := os.environ.get("JURU_API_KEY"):
-        return key
+def api_key() -> str | None:
     local = Path(".juru") / "local-api-key"
-    if local.exists():
+    if "JURU_API_KEY" not in os.environ and local.exists():
         return local.read_text().strip()
-    sys.exit("set JURU_API_KEY (juru keys create --account NAME prints one)")
+    return None  # the client reads JURU_API_KEY
 
 
 def main(question: str) -> int:
-    headers = {"Authorization": f"Bearer {api_key()}"}
-    with httpx.Client(base_url=BASE_URL, headers=headers, timeout=60) as client:
-        agent = check(
-            client.post(
-                "/v1/agents",
-                json={
-                    "name": "Weather assistant",
-                    "model_id": MODEL,
-                    "system_prompt": "Use get_weather for current weather.",
-                    "tools": [WEATHER_TOOL],
-                    "max_steps": 10,
-                },
-            )
+    with Juru(api_key=api_key()) as juru:
+        agent = juru.agents.create(
+            "Weather assistant",
+            MODEL,
+            system_prompt="Use get_weather for current weather.",
+            tools=[WEATHER_TOOL],
+            max_steps=10,
         )
-        thread = check(client.post(f"/v1/agents/{agent['id']}/threads", json={}))
-        run = check(client.post(f"/v1/threads/{thread['id']}/runs", json={"input": question}))
-        while run["status"] not in ("succeeded", "failed", "expired", "cancelled"):
-            if run["status"] == "requires_action":
-                outputs = [
-                    {"tool_call_id": call["id"], "output": execute(call)}
-                    for call in run["pending_tool_calls"]
-                ]
-                print(f"executed {[call['name'] for call in run['pending_tool_calls']]}")
-                run = check(
-                    client.post(f"/v1/runs/{run['id']}/tool_outputs", json={"outputs": outputs})
-                )
-            else:
-                run = check(client.get(f"/v1/runs/{run['id']}", params={"wait": 30}))
-        print(f"status: {run['status']}, steps: {run['step_count']}")
-        print(run.get("output") or run.get("error"))
-        return 0 if run["status"] == "succeeded" else 1
+        thread = juru.threads.create(agent.id)
+        run = juru.runs.run_until_done(thread.id, question, tools={"get_weather": get_weather})
+    print(f"status: {run.status}, steps: {run.step_count}, cost: Rp{run.cost_rupiah}")
+    print(run.output or run.error)
+    return 0 if run.status == "succeeded" else 1
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(" ".join(sys.argv[1:]) or "What is the weather in Jakarta?"))
+    try:
+        raise SystemExit(main(" ".join(sys.argv[1:]) or "What is the weather in Jakarta?"))
+    except JuruError as error:
+        raise SystemExit(f"error: {error}") from None

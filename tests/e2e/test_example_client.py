@@ -22,7 +22,7 @@ def test_the_example_client_executes_its_tool_until_the_run_succeeds(
         done = subprocess.run(
             [sys.executable, str(REPO / "examples" / "weather_client.py"), "Cuaca di Jakarta?"],
             env={
-                "JURU_URL": server.base_url,
+                "JURU_BASE_URL": server.base_url,
                 "JURU_API_KEY": api_key(database_url),
                 "PATH": "/usr/bin:/bin",
             },
@@ -33,6 +33,6 @@ def test_the_example_client_executes_its_tool_until_the_run_succeeds(
         )
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0] == "executed ['get_weather']"
-    assert lines[1] == "status: succeeded, steps: 2"
+    assert lines[0] == "executed get_weather(city='Jakarta')"
+    assert lines[1] == "status: succeeded, steps: 2, cost: Rp0"
     assert '"city": "Jakarta"' in lines[2] and '"temp_c": 31' in lines[2]
