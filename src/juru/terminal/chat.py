@@ -173,6 +173,7 @@ class HostedChat:
 
     def cancel(self, run: Run | None) -> None:
         """Ctrl-C: cancel the turn's run (the thread's newest, if it was being created)."""
+        self.screen.mid_line = True  # the terminal has echoed ^C on the current line
         self.screen.end_line()
         try:
             if run is None:

@@ -43,6 +43,7 @@ class FeatureChat:
                     self.client.playground.resume(self.feature, turn["thread_id"], value)
                 )
         except KeyboardInterrupt:
+            self.screen.mid_line = True  # the terminal has echoed ^C on the current line
             self.screen.end_line()
             self.screen.line("  interrupted; the next message starts a new conversation", "yellow")
             self.thread_id = None
