@@ -1,4 +1,5 @@
-"""The `juru` command: serve the API, manage the database."""
+"""The `juru` command: serve the API, manage the database, chat and manage agents from the
+terminal."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import logging
 import signal
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
-from typing import Annotated, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 import uvicorn
@@ -20,6 +22,9 @@ from juru.store.database import open_database
 from juru.store.migrations import upgrade_to_head
 from juru.store.urls import DatabaseUrl
 
+if TYPE_CHECKING:
+    from juru.client import Juru
+
 cli = typer.Typer(help="Juru: a self-hosted agent server.", no_args_is_help=True)
 db_cli = typer.Typer(help="Database commands.", no_args_is_help=True)
 runtime_cli = typer.Typer(help="Agent Runtime contract commands.", no_args_is_help=True)
@@ -29,6 +34,10 @@ cli.add_typer(accounts_cli, name="accounts")
 keys_cli = typer.Typer(help="API keys of accounts.", no_args_is_help=True)
 cli.add_typer(keys_cli, name="keys")
 cli.add_typer(runtime_cli, name="runtime")
+agents_cli = typer.Typer(
+    help="Hosted agents, from YAML files (on any Juru server).", no_args_is_help=True
+)
+cli.add_typer(agents_cli, name="agents")
 console = Console(stderr=True)
 
 
@@ -241,6 +250,148 @@ def runtime_class_methods() -> None:
     from juru.runtime.methods import class_methods_json
 
     print(class_methods_json(), end="")
+
+
+# --- the terminal: `juru chat`, `juru agents` (any server, through juru.client) ---------------
+
+BaseUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--base-url",
+        help="The Juru server (default $JURU_BASE_URL, else http://127.0.0.1:8000).",
+        show_default=False,
+    ),
+]
+ApiKey = Annotated[
+    str | None,
+    typer.Option(
+        "--api-key",
+        help="API key (default $JURU_API_KEY, else .juru/local-api-key in this directory).",
+        show_default=False,
+    ),
+]
+AgentFile = Annotated[
+    Path, typer.Option("--file", "-f", help="YAML file of the agent's fields.", dir_okay=False)
+]
+
+
+def _client(base_url: str | None, api_key: str | None) -> Juru:
+    from juru.terminal.connection import choose_api_key, open_client
+
+    key = choose_api_key(api_key)
+    if key.note:
+        console.print(f"[dim]{key.note}[/dim]")
+    return open_client(base_url, key)
+
+
+def _fail(message: str) -> typer.Exit:
+    console.print(message, style="bold red", markup=False, highlight=False, soft_wrap=True)
+    return typer.Exit(1)
+
+
+@cli.command()
+def chat(
+    agent_id: Annotated[str | None, typer.Argument(help="The hosted agent to talk to.")] = None,
+    feature: Annotated[
+        str | None, typer.Option(help="Talk to this playground feature instead of an agent.")
+    ] = None,
+    tools: Annotated[
+        str | None,
+        typer.Option(
+            help="module:attribute of a dict tool name -> function that answers client tools "
+            "here (else you type each output)."
+        ),
+    ] = None,
+    base_url: BaseUrl = None,
+    api_key: ApiKey = None,
+) -> None:
+    """Chat with a hosted agent (or a playground feature) in the terminal. Ctrl-C during a run
+    cancels it; Ctrl-D or Ctrl-C at the prompt exits."""
+    from juru.client import JuruError
+    from juru.terminal.chat import (
+        ToolsLoadError,
+        load_tool_handlers,
+        prompt_loop,
+        start_hosted_chat,
+    )
+    from juru.terminal.connection import error_line
+    from juru.terminal.feature_chat import start_feature_chat
+    from juru.terminal.screen import Screen
+
+    if (agent_id is None) == (feature is None):
+        raise typer.BadParameter("give an AGENT_ID or --feature NAME (one of them)")
+    try:
+        handlers = load_tool_handlers(tools) if tools else {}
+    except ToolsLoadError as error:
+        raise _fail(f"error: {error}") from None
+    screen = Screen()
+    with _client(base_url, api_key) as client:
+        try:
+            if feature is not None:
+                session = start_feature_chat(client, feature, screen)
+                take_turn = session.turn
+            else:
+                assert agent_id is not None
+                hosted = start_hosted_chat(client, agent_id, handlers, screen)
+                take_turn = hosted.turn
+        except JuruError as error:
+            raise _fail(error_line(error, client.base_url)) from None
+        except ValueError as error:
+            raise _fail(f"error: {error}") from None
+        except KeyboardInterrupt:
+            raise typer.Exit(0) from None
+        raise typer.Exit(prompt_loop(screen, take_turn))
+
+
+def _agent_command(base_url: str | None, api_key: str | None, file: Path, apply: bool) -> None:
+    from juru.client import JuruError
+    from juru.terminal.agent_files import AgentFileError, apply_agent, create_agent, read_agent_file
+    from juru.terminal.connection import error_line
+
+    try:
+        fields = read_agent_file(file)
+    except AgentFileError as error:
+        raise _fail(f"error: {error}") from None
+    with _client(base_url, api_key) as client:
+        try:
+            if apply:
+                applied = apply_agent(client, fields)
+                agent, created = applied.agent, applied.created
+            else:
+                agent, created = create_agent(client, fields), True
+        except AgentFileError as error:
+            raise _fail(f"error: {error}") from None
+        except JuruError as error:
+            raise _fail(error_line(error, client.base_url)) from None
+    console.print(f"{'created' if created else 'updated'} agent {agent.name} ({agent.model_id})")
+    print(agent.id)
+
+
+@agents_cli.command("create")
+def agents_create(file: AgentFile, base_url: BaseUrl = None, api_key: ApiKey = None) -> None:
+    """Create an agent from a YAML file; its id is printed on the last line."""
+    _agent_command(base_url, api_key, file, apply=False)
+
+
+@agents_cli.command("apply")
+def agents_apply(file: AgentFile, base_url: BaseUrl = None, api_key: ApiKey = None) -> None:
+    """Update the agent with the file's `name` to the file's fields, or create it."""
+    _agent_command(base_url, api_key, file, apply=True)
+
+
+@agents_cli.command("list")
+def agents_list(base_url: BaseUrl = None, api_key: ApiKey = None) -> None:
+    """The account's agents, as a table."""
+    from juru.client import JuruError
+    from juru.terminal.agent_files import agents_table
+    from juru.terminal.connection import error_line
+
+    with _client(base_url, api_key) as client:
+        try:
+            agents = list(client.agents.list(limit=100))
+        except JuruError as error:
+            raise _fail(error_line(error, client.base_url)) from None
+    Console().print(agents_table(agents))
 
 
 def main() -> None:

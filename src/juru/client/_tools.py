@@ -12,9 +12,7 @@ from juru.client.models import ToolCall
 ToolFunction = Callable[..., Any]
 
 
-def check_known(
-    calls: Sequence[ToolCall], tools: Mapping[str, ToolFunction], run_id: str
-) -> None:
+def check_known(calls: Sequence[ToolCall], tools: Mapping[str, ToolFunction], run_id: str) -> None:
     """Raise before any output is sent when a call names a tool there is no function for."""
     unknown = sorted({call.name for call in calls if call.name not in tools})
     if unknown:

@@ -1,0 +1,86 @@
+"""The terminal's pure parts: which key is used, agent YAML checks, one-line errors, `--tools`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from juru.client import APIConnectionError, InvalidRequestError
+from juru.client.models import ToolCall
+from juru.terminal.agent_files import AgentFileError, parse_agent_yaml
+from juru.terminal.chat import ToolsLoadError, load_tool_handlers, run_handler
+from juru.terminal.connection import KeyChoice, choose_api_key, error_line
+
+
+def local_key(directory: Path, key: str = "juru_live_local") -> Path:
+    (directory / ".juru").mkdir()
+    (directory / ".juru" / "local-api-key").write_text(key + "\n")
+    return directory
+
+
+def test_the_key_option_wins_then_the_environment_then_the_local_key(tmp_path: Path) -> None:
+    cwd = local_key(tmp_path)
+    env = {"JURU_API_KEY": "juru_live_env"}
+    assert choose_api_key("juru_live_opt", env, cwd) == KeyChoice("juru_live_opt")
+    assert choose_api_key(None, env, cwd) == KeyChoice("juru_live_env")
+    found = choose_api_key(None, {}, cwd)
+    assert found.api_key == "juru_live_local"
+    assert found.note == "using the local key in .juru/local-api-key"
+    assert choose_api_key(None, {}, tmp_path / "elsewhere") == KeyChoice(None)
+
+
+def test_an_agent_file_is_a_mapping_of_the_agents_fields() -> None:
+    text = "name: Cuaca\nmodel_id: juru/demo\nmax_steps: 5\n"
+    assert parse_agent_yaml(text, "a.yaml") == {
+        "name": "Cuaca",
+        "model_id": "juru/demo",
+        "max_steps": 5,
+    }
+    with pytest.raises(AgentFileError, match=r"^a\.yaml line 3, column 4: expected "):
+        parse_agent_yaml("name: x\nmodel_id: [a\n  b: c\n", "a.yaml")
+    with pytest.raises(AgentFileError, match="expected a mapping of agent fields, found nothing"):
+        parse_agent_yaml("", "a.yaml")
+    with pytest.raises(AgentFileError, match="found a str"):
+        parse_agent_yaml("just text", "a.yaml")
+    with pytest.raises(AgentFileError, match=r"unknown keys: model, tool \(an agent has: name,"):
+        parse_agent_yaml("name: x\ntool: []\nmodel: y\n", "a.yaml")
+
+
+def test_an_api_error_is_one_line_with_the_fields_it_names() -> None:
+    refused = InvalidRequestError(
+        400, "invalid_request", "the body is not valid", ["name: too long"]
+    )
+    assert error_line(refused, "http://x") == (
+        "error: invalid_request: the body is not valid (name: too long)"
+    )
+    quoted = InvalidRequestError(
+        400, "invalid_request", "max_steps: too big", ["max_steps: too big"]
+    )
+    assert error_line(quoted, "http://x") == "error: invalid_request: max_steps: too big"
+    down = APIConnectionError("could not talk")
+    down.__cause__ = httpx.ConnectError("[Errno 111] Connection refused")
+    assert error_line(down, "http://x") == (
+        "error: the Juru server at http://x cannot be reached ([Errno 111] Connection refused)"
+    )
+
+
+def test_tools_name_a_dict_of_functions() -> None:
+    handlers = load_tool_handlers("tests.support.terminal_tools:TOOLS")
+    call = ToolCall(id="call_1", name="get_weather", arguments='{"city": "Medan"}')
+    assert run_handler(handlers["get_weather"], call) == (
+        "Medan: 30°C, cerah (from the test handler)",
+        False,
+    )
+    output, failed = run_handler(
+        handlers["get_weather"], call.model_copy(update={"arguments": "{}"})
+    )
+    assert failed and "TypeError" in output
+    for target, message in [
+        ("tests.support.terminal_tools", "must look like"),
+        ("tests.support.no_such_module:TOOLS", "cannot import"),
+        ("tests.support.terminal_tools:get_weather", "non-empty dict"),
+    ]:
+        with pytest.raises(ToolsLoadError, match=message):
+            load_tool_handlers(target)
