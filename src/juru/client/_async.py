@@ -14,7 +14,7 @@ from httpx_sse import aconnect_sse
 from tenacity import AsyncRetrying
 
 from juru.client import _calls as calls
-from juru.client import _tools as tools_
+from juru.client import tool_calls as tools_
 from juru.client._streams import StreamProgress, event_of, is_event_stream, reconnect_policy
 from juru.client._transport import (
     DEFAULT_MAX_RETRIES,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import date
 from pathlib import Path
@@ -14,7 +12,7 @@ from httpx_sse import connect_sse
 from tenacity import Retrying
 
 from juru.client import _calls as calls
-from juru.client import _tools as tools_
+from juru.client import tool_calls as tools_
 from juru.client._streams import StreamProgress, event_of, is_event_stream, reconnect_policy
 from juru.client._transport import (
     DEFAULT_MAX_RETRIES,
@@ -292,17 +290,7 @@ class Runs(Resource):
 
     @staticmethod
     def _call(call: ToolCall, functions: Mapping[str, tools_.ToolFunction]) -> str:
-        try:
-            result = tools_.invoke(functions[call.name], tools_.arguments_of(call))
-            if inspect.isawaitable(result):
-                result = asyncio.run(_awaited(result))
-            return tools_.output_text(result)
-        except Exception as error:  # the model is told, and can react
-            return tools_.error_text(error)
-
-
-async def _awaited(awaitable: Any) -> Any:
-    return await awaitable
+        return tools_.run_blocking(functions[call.name], call)[0]
 
 
 class StreamsUnavailable(Exception):

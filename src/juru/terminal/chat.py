@@ -8,17 +8,14 @@ the prompt ends the chat.
 
 from __future__ import annotations
 
-import asyncio
 import importlib
-import inspect
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from juru.client import Agent, Juru, JuruError, Message, Run, RunEvent, ToolCall
-from juru.client import _tools as tool_calls
+from juru.client import Agent, Juru, JuruError, Message, Run, RunEvent, ToolCall, tool_calls
 from juru.client.models import MessageDelta
 from juru.terminal.connection import error_line
 from juru.terminal.screen import Screen, arguments_text
@@ -50,21 +47,6 @@ def load_tool_handlers(target: str) -> dict[str, Callable[..., Any]]:
     if wrong:
         raise ToolsLoadError(f"{target}: not functions: {', '.join(wrong)}")
     return {str(name): function for name, function in value.items()}
-
-
-def run_handler(function: Callable[..., Any], call: ToolCall) -> tuple[str, bool]:
-    """The output text of a local handler, and whether it failed (the error is the output)."""
-    try:
-        result = tool_calls.invoke(function, tool_calls.arguments_of(call))
-        if inspect.isawaitable(result):
-            result = asyncio.run(_awaited(result))
-        return tool_calls.output_text(result), False
-    except Exception as error:  # the model is told, and can react
-        return tool_calls.error_text(error), True
-
-
-async def _awaited(awaitable: Any) -> Any:
-    return await awaitable
 
 
 def prompt_loop(screen: Screen, take_turn: Callable[[str], None]) -> int:
@@ -159,7 +141,7 @@ class HostedChat:
         handler = self.tools.get(call.name)
         if handler is None:
             return self.screen.ask(f"output for {call.name}({arguments_text(call.arguments)})> ")
-        output, failed = run_handler(handler, call)
+        output, failed = tool_calls.run_blocking(handler, call)
         self.screen.tool_result(call.name, output, failed)
         return output
 

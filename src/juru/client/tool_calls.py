@@ -1,7 +1,10 @@
-"""Running a run's pending tool calls with the caller's Python functions (`run_until_done`)."""
+"""Running a run's pending tool calls with the caller's Python functions (`run_until_done`,
+and `juru chat --tools`)."""
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -41,3 +44,19 @@ def error_text(error: BaseException) -> str:
 
 def output(call: ToolCall, text: str) -> dict[str, str]:
     return {"tool_call_id": call.id, "output": text}
+
+
+def run_blocking(function: ToolFunction, call: ToolCall) -> tuple[str, bool]:
+    """The output text of `function` for `call` (a coroutine it returns is run to its end), and
+    whether it raised (then the error is the output)."""
+    try:
+        result = invoke(function, arguments_of(call))
+        if inspect.isawaitable(result):
+            result = asyncio.run(_awaited(result))
+        return output_text(result), False
+    except Exception as error:  # the model is told, and can react
+        return error_text(error), True
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
