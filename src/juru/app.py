@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
+from starlette.routing import Route
 
 import juru
 from juru.context import open_context, running_workers
@@ -21,6 +22,7 @@ from juru.http.hosted import library as hosted_library
 from juru.http.hosted import routes as hosted_routes
 from juru.http.hosted.chat_schemas import ChatCompletionChunk
 from juru.http.hosted.schemas import MessageDeltaOut, StepEventOut
+from juru.http.mcp import MCP_PATH, McpEndpoint
 from juru.http.openapi import install_docs, install_openapi
 from juru.http.rate_limit_headers import RateLimitHeadersMiddleware
 from juru.settings import Settings
@@ -39,6 +41,8 @@ def create_app(
     The lifespan opens the database and, with `settings.workers` > 0, runs workers in-process
     (under the stable `worker_name` if one is given: see `context.running_workers`).
     """
+
+    mcp = McpEndpoint()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -69,6 +73,8 @@ def create_app(
     app.add_middleware(EdgeMiddleware, limits=body_limits)
     app.include_router(health.router)
     install_console(app)
+    # An ASGI app at exactly /mcp (a Mount would redirect /mcp to /mcp/).
+    app.router.routes.append(Route(MCP_PATH, mcp, methods=["GET", "POST", "DELETE"]))
     app.include_router(hosted_routes.router)
     app.include_router(hosted_routes.streams)
     app.include_router(hosted_chat.router)

@@ -11,22 +11,10 @@ import pytest
 from playwright.sync_api import Browser
 
 from tests.e2e.test_hosted_runs import Api, juru_serve
-from tests.support.hosted import demo_answer
+from tests.support.hosted import WEATHER_TOOL, demo_answer
 from tests.support.server import api_key
 
 pytestmark = pytest.mark.e2e
-WEATHER_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Current weather for a city.",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-}
 LISTEN = """(url) => {
   window.seen = [];
   const events = new EventSource(url);

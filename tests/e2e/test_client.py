@@ -26,22 +26,10 @@ from juru.client import (
 )
 from tests.e2e.test_hosted_runs import juru_serve
 from tests.support.dropping_proxy import DroppingProxy
-from tests.support.hosted import demo_answer
+from tests.support.hosted import WEATHER_TOOL, demo_answer
 from tests.support.server import api_key
 
 pytestmark = pytest.mark.e2e
-WEATHER_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Current weather for a city.",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-}
 
 
 @dataclass(frozen=True)

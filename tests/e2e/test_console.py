@@ -18,23 +18,12 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from tests.e2e.test_hosted_runs import FAKE_MODEL, Api, FakeOpenAIProcess, juru_serve
+from tests.support.hosted import WEATHER_TOOL
 from tests.support.server import REPO, api_key
 
 pytestmark = pytest.mark.e2e
 SCREENSHOTS = REPO / "test-results" / "screenshots"
 STEP_SECONDS = 60_000  # ms: a browser wait for one model step on a slow, busy machine
-WEATHER_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Current weather for a city.",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-}
 JAKARTA_CALL = {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Jakarta"}}]}
 
 expect.set_options(timeout=STEP_SECONDS)

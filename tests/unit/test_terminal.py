@@ -9,8 +9,9 @@ import pytest
 
 from juru.client import APIConnectionError, InvalidRequestError
 from juru.client.models import ToolCall
+from juru.client.tool_calls import run_blocking
 from juru.terminal.agent_files import AgentFileError, parse_agent_yaml
-from juru.terminal.chat import ToolsLoadError, load_tool_handlers, run_handler
+from juru.terminal.chat import ToolsLoadError, load_tool_handlers
 from juru.terminal.connection import KeyChoice, choose_api_key, error_line
 
 
@@ -69,11 +70,11 @@ def test_an_api_error_is_one_line_with_the_fields_it_names() -> None:
 def test_tools_name_a_dict_of_functions() -> None:
     handlers = load_tool_handlers("tests.support.terminal_tools:TOOLS")
     call = ToolCall(id="call_1", name="get_weather", arguments='{"city": "Medan"}')
-    assert run_handler(handlers["get_weather"], call) == (
+    assert run_blocking(handlers["get_weather"], call) == (
         "Medan: 30°C, cerah (from the test handler)",
         False,
     )
-    output, failed = run_handler(
+    output, failed = run_blocking(
         handlers["get_weather"], call.model_copy(update={"arguments": "{}"})
     )
     assert failed and "TypeError" in output

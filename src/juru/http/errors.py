@@ -172,14 +172,20 @@ async def _detail_response(_request: Request, error: Exception) -> JSONResponse:
     return JSONResponse({"detail": str(error)}, status_code=status)
 
 
+def domain_error_response(error: DomainError) -> JSONResponse:
+    """A domain error in the `/v1` envelope, with its status and headers."""
+    return JSONResponse(
+        error_body(error.code, error.message),
+        status_code=status_of(error),
+        headers=headers_of(error),
+    )
+
+
 async def _domain_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, DomainError)
-    status = status_of(error)
     if face_of(request.url.path) == "playground":
-        return JSONResponse({"detail": error.message}, status_code=status)
-    return JSONResponse(
-        error_body(error.code, error.message), status_code=status, headers=headers_of(error)
-    )
+        return JSONResponse({"detail": error.message}, status_code=status_of(error))
+    return domain_error_response(error)
 
 
 async def _runtime_error(_request: Request, error: Exception) -> JSONResponse:
