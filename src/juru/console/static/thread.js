@@ -86,7 +86,10 @@ class ThreadView {
       "message.delta": ({ message_id, delta }) => this.addDelta(message_id, delta),
       "step.completed": ({ step_count, cost_rupiah }) => this.showStep(step_count, cost_rupiah),
       connection: (state) => this.runBar.classList.toggle("reconnecting", state !== "open"),
-      failure: (error) => show(this.problem, errorBox(error)),
+      failure: (error) => {
+        show(this.problem, errorBox(error));
+        this.sendButton.disabled = false;
+      },
     });
     this.follower.open();
   }
@@ -214,6 +217,7 @@ class RunFollower {
     this.lastId = null;
     this.ended = false;
     this.source = null;
+    this.reopened = 0; // new tokens asked for in a row without an event in between
   }
 
   async open() {
@@ -229,6 +233,7 @@ class RunFollower {
     this.source = source;
     for (const type of ["run.status", "message.completed", "message.delta", "step.completed"]) {
       source.addEventListener(type, (event) => {
+        this.reopened = 0;
         if (event.lastEventId && type !== "message.delta") this.lastId = event.lastEventId;
         const data = JSON.parse(event.data);
         this.handlers[type](data);
@@ -239,7 +244,10 @@ class RunFollower {
     source.onerror = () => {
       if (this.ended) return;
       this.handlers.connection("lost");
-      if (source.readyState === EventSource.CLOSED) this.open();
+      if (source.readyState !== EventSource.CLOSED) return; // the browser reconnects itself
+      // Refused (an expired token is 401): a new token, a few times; then say so.
+      if (++this.reopened <= 3) this.open();
+      else this.handlers.failure(new Error("The run's stream keeps failing: reload the page to try again."));
     };
   }
 
