@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -15,7 +16,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
-from tests.e2e.test_hosted_runs import Api, juru_serve
+from tests.e2e.test_hosted_runs import FAKE_MODEL, Api, FakeOpenAIProcess, juru_serve, until
 from tests.support.hosted import WEATHER_TOOL
 from tests.support.server import api_key, run_juru
 
@@ -147,3 +148,36 @@ def test_each_key_sees_its_own_agents_and_no_key_is_refused(server: Server) -> N
     assert refused.status_code == 401
     assert refused.json()["error"]["code"] == "missing_api_key"
     assert refused.headers["www-authenticate"] == "Bearer"
+
+
+def test_a_caller_that_goes_away_cancels_its_run(tmp_path: Path) -> None:
+    fake = FakeOpenAIProcess(tmp_path / "fake_openai.log").start()
+    try:
+        database_url = f"sqlite:///{tmp_path}/juru.db"
+        with juru_serve(database_url, tmp_path / "serve.log", **fake.env()) as serve:
+            key = api_key(database_url)
+            with Api(serve.base_url, key) as api:
+                agent = api.create_agent(name="Lambat", model_id=FAKE_MODEL)
+            fake.script([{"content": "late", "delay": 60}])
+            server = Server(serve.base_url, key, key)
+
+            async def call_and_leave(session: ClientSession) -> None:
+                call = asyncio.ensure_future(session.call_tool("Lambat", {"input": "halo"}))
+                await asyncio.to_thread(until, fake.requests, "the model call")
+                call.cancel()  # the client gives up: the connection closes with the session
+
+            asyncio.run(with_mcp(server, key, call_and_leave))
+            with Api(serve.base_url, key) as api:
+                threads = api.http.get(f"/v1/agents/{agent['id']}/threads").json()["data"]
+                runs_path = f"/v1/threads/{threads[0]['id']}/runs"
+                cancelled = until(
+                    lambda: [
+                        r
+                        for r in api.http.get(runs_path).json()["data"]
+                        if r["status"] == "cancelled"
+                    ],
+                    "the run cancelled",
+                )
+            assert len(cancelled) == 1
+    finally:
+        fake.stop()
