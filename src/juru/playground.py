@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -76,29 +77,32 @@ class Playground:
             raise FeatureNotFoundError(str(error.args[0])) from None
         return await self.registry.agent(feature)
 
+    async def _check_thread(self, thread_id: str, feature: str, *, claim: bool) -> None:
+        """`thread_id` is `feature`'s (claimed for it first when `claim`, for a new message)."""
+        if claim:
+            owner: str | None = await claim_playground_thread(
+                self.engine, thread_id, feature, self.clock()
+            )
+        else:
+            owner = await playground_thread_feature(self.engine, thread_id)
+        if owner is not None and owner != feature:
+            raise PlaygroundRequestError(
+                f"thread {thread_id} belongs to feature {owner!r}, not {feature!r}"
+            )
+
     async def send_message(
         self, feature: str, message: str, thread_id: str | None, max_steps: int
     ) -> runner.Turn:
         """Send `message` to `feature` on `thread_id` (a new thread when None or empty)."""
         agent = await self._agent(feature)
-        if not message.strip():
-            raise PlaygroundRequestError("message must contain more than white space")
+        _check_message(message)
         thread_id = thread_id or new_thread_id()
         async with self._lock(thread_id):
-            owner = await claim_playground_thread(self.engine, thread_id, feature, self.clock())
-            if owner != feature:
-                raise PlaygroundRequestError(
-                    f"thread {thread_id} belongs to feature {owner!r}, not {feature!r}"
-                )
-            try:
+            await self._check_thread(thread_id, feature, claim=True)
+            with _refusals(thread_id):
                 turn = await runner.send_message(
                     agent, message, checkpoint_thread(thread_id), max_steps
                 )
-            except runner.ThreadAwaitingReviewError:
-                raise PlaygroundRequestError(
-                    f"thread {thread_id} is waiting for a review decision; "
-                    "answer it with POST /playground/resume first"
-                ) from None
         turn.thread_id = thread_id
         return turn
 
@@ -108,8 +112,7 @@ class Playground:
         """`send_message` as it happens: each step as it finishes, the text models write as
         they write it, and the whole turn last. Refusals raise here, before the first item."""
         agent = await self._agent(feature)
-        if not message.strip():
-            raise PlaygroundRequestError("message must contain more than white space")
+        _check_message(message)
         thread_id = thread_id or new_thread_id()
         stream = runner.stream_message(agent, message, checkpoint_thread(thread_id), max_steps)
         return await _started(self._streamed_turn(feature, thread_id, stream, claim=True))
@@ -126,29 +129,9 @@ class Playground:
         self, feature: str, thread_id: str, stream: runner.TurnStream, *, claim: bool
     ) -> AsyncIterator[TurnItem | _Started]:
         async with self._lock(thread_id):
-            if claim:
-                owner: str | None = await claim_playground_thread(
-                    self.engine, thread_id, feature, self.clock()
-                )
-            else:
-                owner = await playground_thread_feature(self.engine, thread_id)
-            if owner is not None and owner != feature:
-                raise PlaygroundRequestError(
-                    f"thread {thread_id} belongs to feature {owner!r}, not {feature!r}"
-                )
-            try:
+            await self._check_thread(thread_id, feature, claim=claim)
+            with _refusals(thread_id):
                 await stream.check_preconditions()
-            except runner.ThreadAwaitingReviewError:
-                raise PlaygroundRequestError(
-                    f"thread {thread_id} is waiting for a review decision; "
-                    "answer it with POST /playground/resume first"
-                ) from None
-            except runner.NothingToResumeError:
-                raise PlaygroundRequestError(
-                    f"thread {thread_id} is not waiting for a decision"
-                ) from None
-            except InvalidReviewError as error:
-                raise PlaygroundRequestError(f"invalid review: {error}") from None
             yield _Started()
             async for item in stream.with_text():
                 yield item
@@ -159,21 +142,32 @@ class Playground:
         """Resume a paused `thread_id` of `feature` with `value` (checked if it is a review)."""
         agent = await self._agent(feature)
         async with self._lock(thread_id):
-            owner = await playground_thread_feature(self.engine, thread_id)
-            if owner is not None and owner != feature:
-                raise PlaygroundRequestError(
-                    f"thread {thread_id} belongs to feature {owner!r}, not {feature!r}"
-                )
-            try:
+            await self._check_thread(thread_id, feature, claim=False)
+            with _refusals(thread_id):
                 turn = await runner.resume(agent, value, checkpoint_thread(thread_id), max_steps)
-            except runner.NothingToResumeError:
-                raise PlaygroundRequestError(
-                    f"thread {thread_id} is not waiting for a decision"
-                ) from None
-            except InvalidReviewError as error:
-                raise PlaygroundRequestError(f"invalid review: {error}") from None
         turn.thread_id = thread_id
         return turn
+
+
+def _check_message(message: str) -> None:
+    if not message.strip():
+        raise PlaygroundRequestError("message must contain more than white space")
+
+
+@contextmanager
+def _refusals(thread_id: str) -> Iterator[None]:
+    """The runner's refusals of a turn on `thread_id`, as the playground's 400s."""
+    try:
+        yield
+    except runner.ThreadAwaitingReviewError:
+        raise PlaygroundRequestError(
+            f"thread {thread_id} is waiting for a review decision; "
+            "answer it with POST /playground/resume first"
+        ) from None
+    except runner.NothingToResumeError:
+        raise PlaygroundRequestError(f"thread {thread_id} is not waiting for a decision") from None
+    except InvalidReviewError as error:
+        raise PlaygroundRequestError(f"invalid review: {error}") from None
 
 
 @dataclass(frozen=True)
