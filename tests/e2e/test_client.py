@@ -111,6 +111,7 @@ def test_every_resource(server: Server, tmp_path: Path) -> None:
         ]
         audio = juru.files.get(file_ids[0])
         assert audio.content_type == "audio/wav"
+        assert [f.id for f in juru.files.list()] == [audio.id]
         assert juru.files.content(audio.id)[:4] == b"RIFF"
 
         account = juru.account()

@@ -224,8 +224,19 @@ def test_usage_shows_spend_and_a_document_rag_search_finds_dark(
         )
         assert charged.status_code == 200, charged.text
         spent = api.http.get("/v1/usage").json()["total_rupiah"]
+        speaker = api.create_agent(model_id="juru/demo", builtin_tools=["text_to_speech"])
+        spoken = api.create_run(api.create_thread(speaker["id"])["id"], "Text to speech: halo")
+        assert api.run(spoken["id"], wait=30)["status"] == "succeeded"
     assert spent > 0
     sign_in(page, server, "#/usage")
+    speech = page.locator("tr[data-file-id]").first
+    expect(speech).to_contain_text("text_to_speech")
+    speech.locator("button:has-text('Play')").click()
+    # The browser decoded the WAV it fetched with the key (an <audio src> could not send it).
+    page.wait_for_function(
+        "() => { const a = document.querySelector('tr[data-file-id] audio');"
+        " return a && a.src.startsWith('blob:') && a.readyState >= 1 && a.duration > 0; }"
+    )
     expect(page.locator("svg.chart rect.bar").first).to_be_visible()
     expect(page.locator("#usage-spent")).not_to_have_text("Rp 0")
     expect(page.locator(".card", has_text="By model")).to_contain_text(FAKE_MODEL)

@@ -317,6 +317,10 @@ class StreamsUnavailable(Exception):
 
 
 class Files(Resource):
+    def list(self, *, limit: int | None = None) -> AsyncPager[File]:
+        """The account's files (audio made by `text_to_speech`), newest first."""
+        return AsyncPager(lambda after: self._client.send(calls.list_files(limit, after)))
+
     async def get(self, file_id: str) -> File:
         return await self._client.send(calls.get_file(file_id))
 

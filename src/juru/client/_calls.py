@@ -207,6 +207,10 @@ def _day(value: date | str | None) -> str | None:
     return value.isoformat() if isinstance(value, date) else value
 
 
+def list_files(limit: int | None, after: str | None) -> Call[Page[File]]:
+    return Call("GET", "/v1/files", page_of(File), params=page_params(limit, after))
+
+
 def get_file(file_id: str) -> Call[File]:
     return Call("GET", f"/v1/files/{quoted(file_id)}", model(File))
 

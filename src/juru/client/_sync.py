@@ -298,6 +298,10 @@ class StreamsUnavailable(Exception):
 
 
 class Files(Resource):
+    def list(self, *, limit: int | None = None) -> Pager[File]:
+        """The account's files (audio made by `text_to_speech`), newest first."""
+        return Pager(lambda after: self._client.send(calls.list_files(limit, after)))
+
     def get(self, file_id: str) -> File:
         return self._client.send(calls.get_file(file_id))
 

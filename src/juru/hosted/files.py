@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from juru.core.errors import not_found
 from juru.files.storage import FileStorage
 from juru.store.database import Database
-from juru.store.files import get_file
+from juru.store.files import get_file, list_files
+from juru.store.pages import Page, PageRequest
 from juru.store.records import FileRecord
 
 
@@ -21,6 +22,9 @@ class FileService:
         if found is None:
             raise not_found("file", file_id)
         return found
+
+    async def files(self, account_id: str, page: PageRequest) -> Page[FileRecord]:
+        return await list_files(self.engine, account_id, page)
 
     async def content(self, account_id: str, file_id: str) -> tuple[FileRecord, bytes]:
         """The file's row and its bytes (404 when either is missing)."""

@@ -7,6 +7,8 @@ from typing import Any
 from sqlalchemy import Connection, insert, select
 
 from juru.store.database import Database
+from juru.store.hosted import page_of
+from juru.store.pages import Page, PageRequest
 from juru.store.records import FileRecord
 from juru.store.tables import files
 from juru.store.transactions import write
@@ -27,3 +29,10 @@ async def get_file(engine: Database, account_id: str, file_id: str) -> FileRecor
     query = select(files).where(files.c.id == file_id, files.c.account_id == account_id)
     row = await engine.first_row(query)
     return FileRecord.from_row(row) if row is not None else None
+
+
+async def list_files(engine: Database, account_id: str, page: PageRequest) -> Page[FileRecord]:
+    """The account's files, newest first by default, one page."""
+    query = select(files).where(files.c.account_id == account_id)
+    rows = await engine.read(lambda connection: page_of(connection, files, query, page))
+    return Page([FileRecord.from_row(row) for row in rows.items], rows.has_more)

@@ -11,6 +11,7 @@ export async function usagePage({ api, main, refreshAccount }) {
   show(main, h("h1", {}, "Usage"), busy("Loading usage…"));
   const [account, usage] = await Promise.all([refreshAccount(), api.get("/v1/usage", { from: day(from), to: day(to) })]);
   const documents = h("section", { class: "card" });
+  const files = h("section", { class: "card" });
   show(
     main,
     h("h1", {}, "Usage"),
@@ -25,8 +26,53 @@ export async function usagePage({ api, main, refreshAccount }) {
     h("section", { class: "card" }, h("h2", {}, "Spend by day"), dayChart(usage.data, from, 30)),
     h("div", { class: "columns" }, breakdown("By model", usage.data, (l) => l.model_id), breakdown("By source", usage.data, (l) => l.source)),
     documents,
+    files,
   );
   documentsSection(api, documents);
+  filesSection(api, files);
+}
+
+async function filesSection(api, section) {
+  show(section, h("h2", {}, "Files"), busy("Loading files…"));
+  let files;
+  try {
+    files = await api.all("/v1/files");
+  } catch (error) {
+    return show(section, h("h2", {}, "Files"), errorBox(error));
+  }
+  const rows = files.map((file) => {
+    const player = h("span");
+    const play = async () => {
+      show(player, busy("Loading…"));
+      try {
+        // The bytes need the key, which an <audio src> cannot send: fetched, then played.
+        const response = await api.send("GET", `/v1/files/${encodeURIComponent(file.id)}/content`);
+        const audio = h("audio", { controls: true, src: URL.createObjectURL(await response.blob()) });
+        show(player, audio);
+        audio.play().catch(() => {});
+      } catch (error) {
+        show(player, errorBox(error));
+      }
+    };
+    const playable = file.content_type.startsWith("audio/");
+    return h(
+      "tr",
+      { dataset: { fileId: file.id } },
+      h("td", {}, file.filename),
+      h("td", {}, file.purpose),
+      h("td", {}, file.duration_seconds ? `${file.duration_seconds.toFixed(1)} s` : ""),
+      h("td", {}, `${(file.size_bytes / 1024).toFixed(1)} KiB`),
+      h("td", {}, when(file.created_at)),
+      h("td", {}, playable ? h("button", { class: "link", onclick: play }, "Play") : null, player),
+    );
+  });
+  show(
+    section,
+    h("h2", {}, "Files"),
+    files.length
+      ? h("table", { class: "list" }, h("thead", {}, h("tr", {}, ["File", "Made by", "Length", "Size", "Made", ""].map((t) => h("th", {}, t)))), h("tbody", {}, rows))
+      : h("p", { class: "empty" }, "No files yet: agents with text_to_speech make them."),
+  );
 }
 
 function figure(label, value, id) {

@@ -9,7 +9,7 @@ from fastapi.responses import Response
 
 from juru.hosted.documents import Upload
 from juru.http.deps import Account, Documents, Files, current_account
-from juru.http.hosted.schemas import DeletedOut, DocumentList, DocumentOut, FileOut
+from juru.http.hosted.schemas import DeletedOut, DocumentList, DocumentOut, FileList, FileOut
 from juru.http.openapi import ADMISSION_ERRORS, errors
 from juru.store.pages import PageRequest
 
@@ -21,6 +21,15 @@ router = APIRouter(
 )
 Limit = Annotated[int, Query(ge=1, le=100, description="Items per page.")]
 After = Annotated[str | None, Query(description="Cursor: the id after which the page starts.")]
+
+
+@router.get("/files", responses=errors(400))
+async def list_files(
+    account: Account, files: Files, limit: Limit = 20, after: After = None
+) -> FileList:
+    """The account's files (audio made by `text_to_speech`), newest first."""
+    found = await files.files(account, PageRequest(limit=limit, after=after))
+    return FileList.of(found, [FileOut.of(f) for f in found.items], lambda f: f.id)
 
 
 @router.get("/files/{file_id}", responses=errors(404))

@@ -450,3 +450,7 @@ class RunList(ListOut[RunOut]):
 
 class DocumentList(ListOut[DocumentOut]):
     pass
+
+
+class FileList(ListOut[FileOut]):
+    pass
