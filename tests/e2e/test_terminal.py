@@ -9,6 +9,7 @@ OpenAI-compatible model beside it, the playground on) serves the whole module.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -212,6 +213,30 @@ def test_feature_chat_asks_for_a_review_and_resumes_with_the_approval(
         child.expect_exact("← send_email: E-mail to ana@example.com")
         child.expect(r"Human-in-the-loop> .*The tool send_email returned: E-mail to ana@example")
         child.expect_exact("done in")
+        child.expect_exact("you> ")
+        child.sendeof()
+        assert ended(child) == 0
+
+
+def test_feature_chat_edits_one_call_and_rejects_the_next(served: Served, tmp_path: Path) -> None:
+    with chat(served, "--feature", "Human-in-the-loop", log=tmp_path / "chat.log") as child:
+        child.sendline("Email ana@example.com about lunch")
+        child.expect_exact("approve / edit / reject? ")
+        child.sendline("edit")
+        child.expect_exact("arguments (JSON object)> ")
+        child.sendline("[1, 2]")
+        child.expect_exact("the arguments must be a JSON object")
+        child.expect_exact("arguments (JSON object)> ")
+        edited = {"to": "budi@example.com", "subject": "lunch", "body": "At noon?"}
+        child.sendline(json.dumps(edited))
+        child.expect_exact("← send_email: E-mail to budi@example.com")
+        child.expect_exact("you> ")
+        child.sendline("Email ana@example.com about dinner")
+        child.expect_exact("approve / edit / reject? ")
+        child.sendline("reject")
+        child.expect_exact("message for the model> ")
+        child.sendline("not tonight")
+        child.expect(r"send_email.*not tonight")
         child.expect_exact("you> ")
         child.sendeof()
         assert ended(child) == 0
