@@ -5,7 +5,7 @@ the connection drops, retries on 429, and pagination across pages."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,9 +27,13 @@ from juru.client import (
 from tests.e2e.test_hosted_runs import juru_serve
 from tests.support.dropping_proxy import DroppingProxy
 from tests.support.hosted import WEATHER_TOOL, demo_answer
-from tests.support.server import api_key
+from tests.support.server import api_key, run_juru
 
 pytestmark = pytest.mark.e2e
+
+
+# A tier of 4 requests a second, for the account of the retry test (the others have room).
+RATE_LIMITS = '{"paid": "100000/minute", "corporate": "100000/minute", "tiny": "4/second"}'
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,8 @@ class Server:
     base_url: str
     key: str
     port: int
+    limited_key: str
+    log: Callable[[], str]
 
     def client(self, **options: Any) -> Juru:
         return Juru(self.base_url, self.key, **options)
@@ -46,8 +52,25 @@ class Server:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     folder = tmp_path_factory.mktemp("client")
     database_url = f"sqlite:///{folder}/juru.db"
-    with juru_serve(database_url, folder / "serve.log", PLAYGROUND_ENABLED="true") as serve:
-        yield Server(serve.base_url, api_key(database_url), serve.port)
+    with (
+        pytest.MonkeyPatch.context() as environment,
+        juru_serve(
+            database_url,
+            folder / "serve.log",
+            PLAYGROUND_ENABLED="true",
+            JURU_TIER_RATE_LIMITS=RATE_LIMITS,
+        ) as serve,
+    ):
+        environment.setenv("JURU_TIER_RATE_LIMITS", RATE_LIMITS)  # for the CLI below
+        run_juru(database_url, "accounts", "create", "bursty", "--tier", "tiny")
+        limited = run_juru(database_url, "keys", "create", "--account", "bursty")
+        yield Server(
+            serve.base_url,
+            api_key(database_url),
+            serve.port,
+            limited.splitlines()[-1],
+            serve.output,
+        )
 
 
 def weather(city: str) -> dict[str, Any]:
@@ -223,21 +246,16 @@ def test_a_stream_resumes_after_the_connection_drops(server: Server) -> None:
     assert resumed[-1].run is not None and resumed[-1].run.status == "succeeded"
 
 
-def test_rate_limits_are_retried_after_the_servers_advice(tmp_path: Path) -> None:
-    database_url = f"sqlite:///{tmp_path}/juru.db"
-    with juru_serve(
-        database_url, tmp_path / "serve.log", JURU_TIER_RATE_LIMITS='{"paid": "4/second"}'
-    ) as serve:
-        key = api_key(database_url)
-        with Juru(serve.base_url, key, max_retries=0) as impatient:
-            with pytest.raises(RateLimitError) as limited:
-                for _ in range(20):
-                    impatient.account()
-            assert limited.value.retry_after is not None and limited.value.retry_after >= 0
-        with Juru(serve.base_url, key, max_retries=5) as patient:
-            accounts = [patient.account() for _ in range(12)]
-        assert len(accounts) == 12
-        assert " 429 " in serve.output()
+def test_rate_limits_are_retried_after_the_servers_advice(server: Server) -> None:
+    with Juru(server.base_url, server.limited_key, max_retries=0) as impatient:
+        with pytest.raises(RateLimitError) as limited:
+            for _ in range(20):
+                impatient.account()
+        assert limited.value.retry_after is not None and limited.value.retry_after >= 0
+    with Juru(server.base_url, server.limited_key, max_retries=5) as patient:
+        accounts = [patient.account() for _ in range(12)]
+    assert len(accounts) == 12 and {a.name for a in accounts} == {"bursty"}
+    assert " 429 " in server.log()
 
 
 def test_lists_are_iterated_across_pages(server: Server) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -28,12 +29,9 @@ class QuietFiles(SimpleHTTPRequestHandler):
         pass
 
 
-@pytest.fixture(scope="module")
-def docs_origin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The built site, served over HTTP on a port of its own."""
-    site = tmp_path_factory.mktemp("docs") / "site"
-    built = mkdocs_build(REPO / "mkdocs.yml", site)
-    assert built.returncode == 0, built.stderr
+@contextmanager
+def serving(site: Path) -> Iterator[str]:
+    """`site` over HTTP on a port (an origin) of its own."""
     handler = functools.partial(QuietFiles, directory=str(site))
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
@@ -43,6 +41,33 @@ def docs_origin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    built_site = tmp_path_factory.mktemp("docs") / "site"
+    built = mkdocs_build(REPO / "mkdocs.yml", built_site)
+    assert built.returncode == 0, built.stderr
+    return built_site
+
+
+@pytest.fixture(scope="module")
+def docs_origin(site: Path) -> Iterator[str]:
+    with serving(site) as origin:
+        yield origin
+
+
+@pytest.fixture(scope="module")
+def juru_url(docs_origin: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A server whose PLAYGROUND_ORIGINS allows the documentation's origin, and no other."""
+    folder = tmp_path_factory.mktemp("juru")
+    with juru_serve(
+        f"sqlite:///{folder}/juru.db",
+        folder / "serve.log",
+        PLAYGROUND_ENABLED="true",
+        PLAYGROUND_ORIGINS=docs_origin,
+    ) as server:
+        yield server.base_url
 
 
 @pytest.fixture
@@ -58,24 +83,17 @@ def page(browser: Browser, request: pytest.FixtureRequest) -> Iterator[Page]:
 
 
 def test_the_playground_page_answers_from_another_origin(
-    page: Page, docs_origin: str, tmp_path: Path
+    page: Page, docs_origin: str, juru_url: str
 ) -> None:
-    database_url = f"sqlite:///{tmp_path}/juru.db"
-    with juru_serve(
-        database_url,
-        tmp_path / "serve.log",
-        PLAYGROUND_ENABLED="true",
-        PLAYGROUND_ORIGINS=docs_origin,
-    ) as server:
-        page.goto(f"{docs_origin}/id/playground-panel/?server={server.base_url}")
-        expect(page.locator("#feature")).to_be_visible()  # the Indonesian page mounts it too
-        page.goto(f"{docs_origin}/playground-panel/?server={server.base_url}")
-        page.select_option("#feature", "ReAct")
-        page.locator(".example").first.click()
-        turn = page.locator(".timeline .turn").last
-        expect(turn.locator(".answer")).to_be_visible()
-        expect(turn.locator(".event.call")).to_have_count(1)
-        expect(turn.locator(".event.result")).to_have_count(1)
+    page.goto(f"{docs_origin}/id/playground-panel/?server={juru_url}")
+    expect(page.locator("#feature")).to_be_visible()  # the Indonesian page mounts it too
+    page.goto(f"{docs_origin}/playground-panel/?server={juru_url}")
+    page.select_option("#feature", "ReAct")
+    page.locator(".example").first.click()
+    turn = page.locator(".timeline .turn").last
+    expect(turn.locator(".answer")).to_be_visible()
+    expect(turn.locator(".event.call")).to_have_count(1)
+    expect(turn.locator(".event.result")).to_have_count(1)
 
 
 def test_the_playground_page_says_when_the_server_is_down(page: Page, docs_origin: str) -> None:
@@ -88,15 +106,9 @@ def test_the_playground_page_says_when_the_server_is_down(page: Page, docs_origi
 
 
 def test_the_playground_page_is_refused_by_a_server_that_does_not_allow_its_origin(
-    page: Page, docs_origin: str, tmp_path: Path
+    page: Page, site: Path, juru_url: str
 ) -> None:
-    database_url = f"sqlite:///{tmp_path}/juru.db"
-    with juru_serve(
-        database_url,
-        tmp_path / "serve.log",
-        PLAYGROUND_ENABLED="true",
-        PLAYGROUND_ORIGINS="http://127.0.0.1:1",
-    ) as server:
-        page.goto(f"{docs_origin}/playground-panel/?server={server.base_url}")
+    with serving(site) as other_origin:  # the same site on another port: not allowed
+        page.goto(f"{other_origin}/playground-panel/?server={juru_url}")
         expect(page.get_by_role("alert")).to_contain_text("PLAYGROUND_ORIGINS")
         expect(page.locator("#feature")).to_have_count(0)

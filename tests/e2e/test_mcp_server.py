@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -28,17 +27,22 @@ class Server:
     base_url: str
     key: str
     other_key: str
+    fake: FakeOpenAIProcess
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     folder = tmp_path_factory.mktemp("mcp")
     database_url = f"sqlite:///{folder}/juru.db"
-    with juru_serve(database_url, folder / "serve.log") as serve:
-        key = api_key(database_url)
-        run_juru(database_url, "accounts", "create", "lain", "--balance", "1000")
-        other = run_juru(database_url, "keys", "create", "--account", "lain").splitlines()[-1]
-        yield Server(serve.base_url, key, other)
+    fake = FakeOpenAIProcess(folder / "fake_openai.log").start()
+    try:
+        with juru_serve(database_url, folder / "serve.log", **fake.env()) as serve:
+            key = api_key(database_url)
+            run_juru(database_url, "accounts", "create", "lain", "--balance", "1000")
+            created = run_juru(database_url, "keys", "create", "--account", "lain")
+            yield Server(serve.base_url, key, created.splitlines()[-1], fake)
+    finally:
+        fake.stop()
 
 
 class Progress:
@@ -150,34 +154,26 @@ def test_each_key_sees_its_own_agents_and_no_key_is_refused(server: Server) -> N
     assert refused.headers["www-authenticate"] == "Bearer"
 
 
-def test_a_caller_that_goes_away_cancels_its_run(tmp_path: Path) -> None:
-    fake = FakeOpenAIProcess(tmp_path / "fake_openai.log").start()
-    try:
-        database_url = f"sqlite:///{tmp_path}/juru.db"
-        with juru_serve(database_url, tmp_path / "serve.log", **fake.env()) as serve:
-            key = api_key(database_url)
-            with Api(serve.base_url, key) as api:
-                agent = api.create_agent(name="Lambat", model_id=FAKE_MODEL)
-            fake.script([{"content": "late", "delay": 60}])
-            server = Server(serve.base_url, key, key)
+def test_a_caller_that_goes_away_cancels_its_run(server: Server) -> None:
+    with Api(server.base_url, server.key) as api:
+        agent = api.create_agent(name="Lambat", model_id=FAKE_MODEL)
+    server.fake.script([{"content": "late", "delay": 60}])
+    asked = len(server.fake.requests())
 
-            async def call_and_leave(session: ClientSession) -> None:
-                call = asyncio.ensure_future(session.call_tool("Lambat", {"input": "halo"}))
-                await asyncio.to_thread(until, fake.requests, "the model call")
-                call.cancel()  # the client gives up: the connection closes with the session
+    async def call_and_leave(session: ClientSession) -> None:
+        call = asyncio.ensure_future(session.call_tool("Lambat", {"input": "halo"}))
+        await asyncio.to_thread(
+            until, lambda: len(server.fake.requests()) > asked, "the model call"
+        )
+        call.cancel()  # the client gives up: the connection closes with the session
 
-            asyncio.run(with_mcp(server, key, call_and_leave))
-            with Api(serve.base_url, key) as api:
-                threads = api.http.get(f"/v1/agents/{agent['id']}/threads").json()["data"]
-                runs_path = f"/v1/threads/{threads[0]['id']}/runs"
-                cancelled = until(
-                    lambda: [
-                        r
-                        for r in api.http.get(runs_path).json()["data"]
-                        if r["status"] == "cancelled"
-                    ],
-                    "the run cancelled",
-                )
-            assert len(cancelled) == 1
-    finally:
-        fake.stop()
+    asyncio.run(with_mcp(server, server.key, call_and_leave))
+    with Api(server.base_url, server.key) as api:
+        threads = api.http.get(f"/v1/agents/{agent['id']}/threads").json()["data"]
+        runs_path = f"/v1/threads/{threads[0]['id']}/runs"
+
+        def cancelled() -> list[dict[str, Any]]:
+            runs: list[dict[str, Any]] = api.http.get(runs_path).json()["data"]
+            return [run for run in runs if run["status"] == "cancelled"]
+
+        assert len(until(cancelled, "the run cancelled")) == 1

@@ -7,12 +7,14 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import coredis
 from limits import RateLimitItem, parse
 from limits.aio.strategies import MovingWindowRateLimiter
 from limits.storage import storage_from_string
+
+if TYPE_CHECKING:
+    import coredis
 
 KEY_PREFIX = "juru-rate"
 
@@ -50,6 +52,8 @@ class RateLimiter:
         options: dict[str, Any] = {}
         self.pool: coredis.ConnectionPool | None = None
         if not uri.startswith("async+memory"):
+            import coredis  # only for Redis (its import costs a server 0.2 s of start-up)
+
             # Our own pool, so that shutdown can close its connections.
             self.pool = coredis.ConnectionPool.from_url(uri.removeprefix("async+"))
             options = {"key_prefix": KEY_PREFIX, "connection_pool": self.pool}
