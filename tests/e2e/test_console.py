@@ -170,6 +170,8 @@ def test_a_slow_run_is_cancelled_from_the_thread(page: Page, server: Server) -> 
         page.click("#cancel-run")
         expect(page.locator("#run-status")).to_have_text("cancelled")
         expect(page.locator("#cancel-run")).to_have_count(0)
+        expect(page.locator(".message.streaming")).to_have_count(0)
+        expect(page.locator(".message.cut-off")).to_contain_text("cancelled while this was written")
         expect(page.locator("button:has-text('Send')")).to_be_enabled()
     finally:
         server.open_gate("slow")

@@ -139,9 +139,19 @@ class ThreadView {
     );
     show(this.pending, run.status === "requires_action" ? this.toolOutputsForm(run) : null);
     if (TERMINAL.has(run.status)) {
+      this.stopDrafts(run.status);
       this.sendButton.disabled = false;
       this.refreshAccount().catch(() => {});
     }
+  }
+
+  /** Text that was still being written when the run ended is kept, marked as cut off. */
+  stopDrafts(status) {
+    for (const draft of this.drafts.values()) {
+      draft.classList.replace("streaming", "cut-off");
+      draft.append(h("small", { class: "hint" }, `(the run ${status.replace("_", " ")} while this was written)`));
+    }
+    this.drafts.clear();
   }
 
   showStep(stepCount, cost) {
