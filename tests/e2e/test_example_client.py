@@ -13,9 +13,9 @@ from tests.support.server import REPO, ServerProcess, api_key, free_port, juru_c
 pytestmark = pytest.mark.e2e
 
 
-def test_the_example_client_executes_its_tool_until_the_run_succeeds(
-    database_url: str, tmp_path: Path
-) -> None:
+def test_the_example_client_executes_its_tool_until_the_run_succeeds(tmp_path: Path) -> None:
+    # The example talks to the API only: the database behind it is the other tests' concern.
+    database_url = f"sqlite:///{tmp_path}/juru.db"
     env: dict[str, str | None] = {"JURU_DATABASE_URL": database_url}
     port = free_port()
     with ServerProcess([*juru_command(), "serve"], port, env, tmp_path / "server.log") as server:

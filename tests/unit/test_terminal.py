@@ -45,6 +45,10 @@ def test_an_agent_file_is_a_mapping_of_the_agents_fields() -> None:
         parse_agent_yaml("", "a.yaml")
     with pytest.raises(AgentFileError, match="found a str"):
         parse_agent_yaml("just text", "a.yaml")
+    with pytest.raises(AgentFileError, match="found a list"):
+        parse_agent_yaml("- name: x\n", "a.yaml")
+    with pytest.raises(AgentFileError, match=r"^a\.yaml line 2, column"):
+        parse_agent_yaml("name: x\n  model_id: y\n", "a.yaml")
     with pytest.raises(AgentFileError, match=r"unknown keys: model, tool \(an agent has: name,"):
         parse_agent_yaml("name: x\ntool: []\nmodel: y\n", "a.yaml")
 
