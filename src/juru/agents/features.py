@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from langgraph.pregel import Pregel
+
+from juru.core.references import ReferenceLoadError, import_reference
 
 AgentBuilder = Callable[[], Pregel[Any, Any, Any, Any]]
 
@@ -59,18 +60,11 @@ def _features_from_object(target: str, attribute: str, value: Any) -> list[Featu
 
 def load_feature_reference(target: str) -> list[Feature]:
     """Import `module:attribute` and return the features it names."""
-    module_name, _, attribute = target.partition(":")
-    if not module_name or not attribute:
-        raise FeatureLoadError(f"{target!r} must look like 'package.module:attribute'")
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise FeatureLoadError(f"cannot import {module_name!r} for {target}: {error}") from error
-    try:
-        value = getattr(module, attribute)
-    except AttributeError:
-        raise FeatureLoadError(f"{module_name!r} has no attribute {attribute!r}") from None
-    return _features_from_object(target, attribute, value)
+        value = import_reference(target)
+    except ReferenceLoadError as error:
+        raise FeatureLoadError(str(error)) from error
+    return _features_from_object(target, target.partition(":")[2], value)
 
 
 def merge_features(groups: Sequence[Sequence[Feature]]) -> list[Feature]:

@@ -8,7 +8,6 @@ the prompt ends the chat.
 
 from __future__ import annotations
 
-import importlib
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from typing import Any
 
 from juru.client import Agent, Juru, JuruError, Message, Run, RunEvent, ToolCall, tool_calls
 from juru.client.models import MessageDelta
+from juru.core.references import ReferenceLoadError, import_reference
 from juru.terminal.connection import error_line
 from juru.terminal.screen import Screen, arguments_text
 
@@ -31,16 +31,12 @@ class ToolsLoadError(Exception):
 def load_tool_handlers(target: str) -> dict[str, Callable[..., Any]]:
     """Import `module:attribute` (from the Python path or the current directory): a dict of
     tool name -> function (sync or async) called with the call's arguments."""
-    module_name, _, attribute = target.partition(":")
-    if not module_name or not attribute:
-        raise ToolsLoadError(f"{target!r} must look like 'package.module:attribute'")
     if str(Path.cwd()) not in sys.path:
         sys.path.append(str(Path.cwd()))
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ToolsLoadError(f"cannot import {module_name!r} for {target}: {error}") from error
-    value = getattr(module, attribute, None)
+        value = import_reference(target)
+    except ReferenceLoadError as error:
+        raise ToolsLoadError(str(error)) from error
     if not isinstance(value, Mapping) or not value:
         raise ToolsLoadError(f"{target} must be a non-empty dict of tool name -> function")
     wrong = sorted(str(name) for name, f in value.items() if not callable(f))
