@@ -3,6 +3,7 @@ answer. The sync and async clients (`_sync.py`, `_async.py`) only send them."""
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,8 +57,14 @@ def model(kind: type[M]) -> Callable[[httpx.Response], M]:
 
 
 def page_of(kind: type[M]) -> Callable[[httpx.Response], Page[M]]:
-    adapter = TypeAdapter(Page[kind])  # type: ignore[valid-type]
+    adapter = _page_adapter(kind)
     return lambda response: adapter.validate_json(response.content)
+
+
+@functools.cache
+def _page_adapter(kind: type[BaseModel]) -> TypeAdapter[Any]:
+    """Built once per model: every list call used to build (and compile) its own."""
+    return TypeAdapter(Page[kind])  # type: ignore[valid-type]
 
 
 def models_of(response: httpx.Response) -> list[Model]:
