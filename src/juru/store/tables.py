@@ -94,6 +94,9 @@ agents = Table(
     Column("tools", JSON, nullable=False),
     Column("builtin_tools", JSON, nullable=False),
     Column("max_steps", Integer, nullable=False),
+    # MCP servers whose tools the agent may call (NULL: none), and agents it may call as tools.
+    Column("mcp_servers", JSON, nullable=True),
+    Column("agent_tools", JSON, nullable=True),
     Column("created_at", UtcDateTime(), nullable=False),
     Column("updated_at", UtcDateTime(), nullable=False),
 )
@@ -116,6 +119,8 @@ runs = Table(
     Column("account_id", ForeignKey("accounts.id", ondelete="CASCADE"), nullable=False, index=True),
     Column("thread_id", ForeignKey("threads.id", ondelete="CASCADE"), nullable=False, index=True),
     Column("agent_id", String(40), nullable=False),
+    # The run that started this one as a tool call (agents calling agents), else NULL.
+    Column("parent_run_id", String(40), nullable=True, index=True),
     Column("status", String(20), nullable=False),
     Column("step_count", Integer, nullable=False),
     Column("max_steps", Integer, nullable=False),
