@@ -79,6 +79,7 @@ class AppContext:
             self.meter,
             self.graphs,
             self.builtins,
+            self.settings.max_agent_depth,
         )
 
 

@@ -65,6 +65,13 @@ class Settings(BaseSettings):
         "restarted instance takes its runs back at once. Default `local` on SQLite, the host "
         "name on PostgreSQL.",
     )
+    max_agent_depth: int = Field(
+        default=3,
+        ge=0,
+        le=10,
+        description="How deep agents may call agents as tools: a run's child is at depth 1, a "
+        "grandchild at 2; a call past this depth is an error tool result, not a run.",
+    )
     lease_seconds: float = Field(
         default=30.0,
         ge=1,

@@ -15,6 +15,7 @@ from tests.conftest import make_settings
 JSON_TYPE_OF = {str: "string", bool: "boolean", int: "number", float: "number", type(None): "null"}
 READS = {
     models.Agent: "AgentOut",
+    models.AgentTool: "AgentToolOut",
     models.Tool: "ToolOut",
     models.Function: "FunctionOut",
     models.Thread: "ThreadOut",

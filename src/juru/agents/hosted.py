@@ -1,7 +1,9 @@
 """A hosted agent (model, system prompt, client and built-in tools, step limit) as a graph.
 
 `llm_call` asks the model; calls to built-in tools run first in `builtin_tools` (at most
-`MAX_BUILTIN_CALLS_PER_TURN` per model turn, within the run's built-in spending ceiling), then
+`MAX_BUILTIN_CALLS_PER_TURN` per model turn, within the run's built-in spending ceiling), calls
+to other agents next in `agent_tools`, which pauses with `interrupt({"agent_calls": [...]})`
+until the engine resumes it with the child runs' results (`{"outputs": {id: text}}`), then
 the rest go to `client_tools`, which pauses the run with
 `interrupt({"pending_tool_calls": [...]})` until the caller's outputs arrive as the resume
 value `{"outputs": {tool_call_id: output}}`. The step limit, loop detection and built-in spend
@@ -40,6 +42,9 @@ from juru.tools.runtime import BUILTIN_SCHEMAS, BuiltinRuntime
 LLM_NODE = "llm_call"
 CLIENT_TOOLS_NODE = "client_tools"
 BUILTIN_TOOLS_NODE = "builtin_tools"
+AGENT_TOOLS_NODE = "agent_tools"
+# The key of the interrupt value that asks the engine to run child runs.
+AGENT_CALLS = "agent_calls"
 MAX_BUILTIN_CALLS_PER_TURN = 3
 BUILTIN_RUN_CEILING_RUPIAH = Decimal(20_000)
 BUILTIN_KEY = "juru_builtin_tools"
@@ -147,12 +152,44 @@ def pending_call(call: dict[str, Any]) -> dict[str, str]:
     return {"id": call["id"], "name": call["name"], "arguments": json.dumps(call["args"])}
 
 
+def agent_tool_schema(tool: dict[str, Any]) -> dict[str, Any]:
+    """How the model sees another agent it may call: a function of one string, `input`."""
+    description = tool.get("description") or f"Ask the agent {tool['name']} to do something."
+    return {
+        "type": "function",
+        "function": {
+            "name": tool["name"],
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "input": {"type": "string", "description": "What to ask the agent."}
+                },
+                "required": ["input"],
+            },
+        },
+    }
+
+
 def bound_tool_schemas(
-    tools: Sequence[dict[str, Any]], builtin_tools: Sequence[str]
+    tools: Sequence[dict[str, Any]],
+    builtin_tools: Sequence[str],
+    agent_tools: Sequence[dict[str, Any]] = (),
 ) -> list[dict[str, Any]]:
-    """The tools a hosted agent's model is given: its client tools, then its built-in ones."""
+    """The tools a hosted agent's model is given: its client tools, the agents it may call,
+    then its built-in tools."""
     builtins = sorted(name for name in set(builtin_tools) if name in BUILTIN_SCHEMAS)
-    return [*tools, *(BUILTIN_SCHEMAS[name] for name in builtins)]
+    agents = [agent_tool_schema(tool) for tool in agent_tools]
+    return [*tools, *agents, *(BUILTIN_SCHEMAS[name] for name in builtins)]
+
+
+def agent_call(call: dict[str, Any], agent_id: str) -> dict[str, str] | None:
+    """A call of another agent as the engine runs it, or None if its arguments are not
+    `{"input": "<text>"}`."""
+    text = call["args"].get("input") if isinstance(call["args"], dict) else None
+    if not isinstance(text, str) or not text.strip():
+        return None
+    return {"id": call["id"], "name": call["name"], "agent_id": agent_id, "input": text}
 
 
 def first_prompt(system_prompt: str, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
@@ -169,11 +206,13 @@ class HostedAgent:
         tools: Sequence[dict[str, Any]],
         system_prompt: str,
         builtin_tools: Sequence[str] = (),
+        agent_tools: Sequence[dict[str, Any]] = (),
     ) -> None:
         self.client_tools = {tool["function"]["name"] for tool in tools}
         self.builtin_tools = {name for name in builtin_tools if name in BUILTIN_SCHEMAS}
-        # The model sees both kinds alike; only the graph knows which ones the server runs.
-        bound = bound_tool_schemas(tools, builtin_tools)
+        self.agent_tools = {tool["name"]: str(tool["agent_id"]) for tool in agent_tools}
+        # The model sees every kind alike; only the graph knows which ones the server runs.
+        bound = bound_tool_schemas(tools, builtin_tools, agent_tools)
         self.tool_schemas = bound
         self.model = model.bind_tools(bound) if bound else model
         self.system_prompt = system_prompt
@@ -244,10 +283,38 @@ class HostedAgent:
         calls = unanswered_calls(state["messages"])
         if any(call["name"] in self.builtin_tools for call in calls):
             return BUILTIN_TOOLS_NODE
-        return CLIENT_TOOLS_NODE if calls else END
+        return self.after_builtins(state) if calls else END
 
     def after_builtins(self, state: HostedState) -> str:
+        calls = unanswered_calls(state["messages"])
+        if any(call["name"] in self.agent_tools for call in calls):
+            return AGENT_TOOLS_NODE
+        return CLIENT_TOOLS_NODE if calls else LLM_NODE
+
+    def after_agents(self, state: HostedState) -> str:
         return CLIENT_TOOLS_NODE if unanswered_calls(state["messages"]) else LLM_NODE
+
+    def agent_tools_node(self, state: HostedState, config: RunnableConfig) -> dict[str, Any]:
+        """Hand the turn's calls of other agents to the engine, which runs each as a child run
+        and resumes this node with their results (an error result when one could not run)."""
+        calls = [c for c in unanswered_calls(state["messages"]) if c["name"] in self.agent_tools]
+        asked = [agent_call(call, self.agent_tools[call["name"]]) for call in calls]
+        results = [
+            error_result(call, 'Error: call this agent with {"input": "<what to ask it>"}.')
+            for call, ask in zip(calls, asked, strict=True)
+            if ask is None
+        ]
+        runnable = [ask for ask in asked if ask is not None]
+        if runnable:
+            answer = interrupt({AGENT_CALLS: runnable})
+            outputs: dict[str, str] = answer["outputs"]
+            results.extend(
+                ToolMessage(outputs[ask["id"]], tool_call_id=ask["id"], name=ask["name"])
+                for ask in runnable
+            )
+        for result in results:
+            result.id = message_id(config, state.get("run_steps"), result.tool_call_id)
+        return {"messages": results}
 
     async def builtin_tools_node(
         self, state: HostedState, config: RunnableConfig
@@ -330,12 +397,18 @@ class HostedAgent:
         graph.add_node(LLM_NODE, self.llm_call)
         graph.add_node(CLIENT_TOOLS_NODE, self.client_tools_node)
         graph.add_node(BUILTIN_TOOLS_NODE, self.builtin_tools_node)
+        graph.add_node(AGENT_TOOLS_NODE, self.agent_tools_node)
         graph.add_edge(START, LLM_NODE)
         graph.add_conditional_edges(
-            LLM_NODE, self.after_llm, [BUILTIN_TOOLS_NODE, CLIENT_TOOLS_NODE, END]
+            LLM_NODE,
+            self.after_llm,
+            [BUILTIN_TOOLS_NODE, AGENT_TOOLS_NODE, CLIENT_TOOLS_NODE, END],
         )
         graph.add_conditional_edges(
-            BUILTIN_TOOLS_NODE, self.after_builtins, [CLIENT_TOOLS_NODE, LLM_NODE]
+            BUILTIN_TOOLS_NODE, self.after_builtins, [AGENT_TOOLS_NODE, CLIENT_TOOLS_NODE, LLM_NODE]
+        )
+        graph.add_conditional_edges(
+            AGENT_TOOLS_NODE, self.after_agents, [CLIENT_TOOLS_NODE, LLM_NODE]
         )
         graph.add_edge(CLIENT_TOOLS_NODE, LLM_NODE)
         return graph.compile(name="hosted_agent")
@@ -346,6 +419,7 @@ def build_hosted_agent(
     tools: Sequence[dict[str, Any]],
     system_prompt: str,
     builtin_tools: Sequence[str] = (),
+    agent_tools: Sequence[dict[str, Any]] = (),
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Compile a hosted agent's graph (the engine attaches the checkpointer)."""
-    return HostedAgent(model, tools, system_prompt, builtin_tools).compile()
+    return HostedAgent(model, tools, system_prompt, builtin_tools, agent_tools).compile()

@@ -31,6 +31,7 @@ from juru.client.errors import (
 from juru.client.models import (
     Account,
     Agent,
+    AgentTool,
     Deleted,
     Document,
     File,
@@ -50,6 +51,7 @@ __all__ = [
     "APIStatusError",
     "Account",
     "Agent",
+    "AgentTool",
     "AsyncJuru",
     "AsyncPager",
     "AuthenticationError",

@@ -119,6 +119,7 @@ def agent_body(
     tools: Sequence[Mapping[str, Any]] | None,
     builtin_tools: Sequence[str] | None,
     max_steps: int | None,
+    agent_tools: Sequence[Mapping[str, str]] | None = None,
 ) -> dict[str, Any]:
     return given(
         name=name,
@@ -126,6 +127,7 @@ def agent_body(
         system_prompt=system_prompt,
         tools=None if tools is None else [dict(tool) for tool in tools],
         builtin_tools=None if builtin_tools is None else list(builtin_tools),
+        agent_tools=None if agent_tools is None else [dict(tool) for tool in agent_tools],
         max_steps=max_steps,
     )
 
@@ -172,7 +174,13 @@ def get_run(run_id: str, wait: float | None) -> Call[Run]:
     return Call("GET", f"/v1/runs/{quoted(run_id)}", model(Run), params=params)
 
 
-def list_runs(thread_id: str, limit: int | None, after: str | None) -> Call[Page[Run]]:
+def list_runs(
+    thread_id: str | None, limit: int | None, after: str | None, parent_run_id: str | None = None
+) -> Call[Page[Run]]:
+    """A thread's runs, or the account's (those `parent_run_id` started, when given)."""
+    if thread_id is None:
+        params = {**page_params(limit, after), **given(parent_run_id=parent_run_id)}
+        return Call("GET", "/v1/runs", page_of(Run), params=params)
     path = f"/v1/threads/{quoted(thread_id)}/runs"
     return Call("GET", path, page_of(Run), params=page_params(limit, after))
 

@@ -138,8 +138,11 @@ class Agents(Resource):
         tools: Sequence[Mapping[str, Any]] | None = None,
         builtin_tools: Sequence[str] | None = None,
         max_steps: int | None = None,
+        agent_tools: Sequence[Mapping[str, str]] | None = None,
     ) -> Agent:
-        body = calls.agent_body(name, model_id, system_prompt, tools, builtin_tools, max_steps)
+        body = calls.agent_body(
+            name, model_id, system_prompt, tools, builtin_tools, max_steps, agent_tools
+        )
         return self._client.send(calls.create_agent(body))
 
     def get(self, agent_id: str) -> Agent:
@@ -158,8 +161,11 @@ class Agents(Resource):
         tools: Sequence[Mapping[str, Any]] | None = None,
         builtin_tools: Sequence[str] | None = None,
         max_steps: int | None = None,
+        agent_tools: Sequence[Mapping[str, str]] | None = None,
     ) -> Agent:
-        body = calls.agent_body(name, model_id, system_prompt, tools, builtin_tools, max_steps)
+        body = calls.agent_body(
+            name, model_id, system_prompt, tools, builtin_tools, max_steps, agent_tools
+        )
         return self._client.send(calls.update_agent(agent_id, body))
 
     def delete(self, agent_id: str) -> Deleted:
@@ -192,8 +198,18 @@ class Runs(Resource):
         """The run; with `wait` (at most 30 s), as soon as it needs tool outputs or has ended."""
         return self._client.send(calls.get_run(run_id, wait))
 
-    def list(self, thread_id: str, *, limit: int | None = None) -> Pager[Run]:
-        return Pager(lambda after: self._client.send(calls.list_runs(thread_id, limit, after)))
+    def list(
+        self,
+        thread_id: str | None = None,
+        *,
+        parent_run_id: str | None = None,
+        limit: int | None = None,
+    ) -> Pager[Run]:
+        """A thread's runs; without a thread, the account's (with `parent_run_id`, the child
+        runs that run started)."""
+        return Pager(
+            lambda after: self._client.send(calls.list_runs(thread_id, limit, after, parent_run_id))
+        )
 
     def cancel(self, run_id: str) -> Run:
         return self._client.send(calls.cancel_run(run_id))

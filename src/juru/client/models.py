@@ -33,6 +33,14 @@ class Tool(ApiObject):
     function: Function
 
 
+class AgentTool(ApiObject):
+    """Another agent the model may call as a tool (each call is a child run)."""
+
+    agent_id: str
+    name: str
+    description: str = ""
+
+
 class Agent(ApiObject):
     id: str
     name: str
@@ -40,6 +48,7 @@ class Agent(ApiObject):
     system_prompt: str
     tools: list[Tool]
     builtin_tools: list[str]
+    agent_tools: list[AgentTool]
     max_steps: int
     created_at: datetime
     updated_at: datetime
@@ -59,6 +68,8 @@ class ToolCall(ApiObject):
     id: str
     name: str
     arguments: str
+    # The child run whose call this is, when an agent called by the run made it.
+    run_id: str | None = None
 
 
 class Message(ApiObject):
@@ -78,6 +89,7 @@ class Run(ApiObject):
     thread_id: str
     agent_id: str
     status: RunStatus
+    parent_run_id: str | None = None
     step_count: int
     max_steps: int
     cost_rupiah: Decimal

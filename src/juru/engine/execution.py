@@ -23,6 +23,7 @@ from langgraph.pregel import Pregel
 
 from juru import runner
 from juru.agents.hosted import (
+    AGENT_CALLS,
     BUILTIN_KEY,
     FUNDS_KEY,
     LLM_NODE,
@@ -38,6 +39,7 @@ from juru.agents.hosted import (
 from juru.billing.meter import Meter, input_token_bound, json_bytes
 from juru.core.errors import InsufficientBalanceError
 from juru.core.states import FailureReason
+from juru.engine.child_runs import plan_agent_calls
 from juru.engine.graphs import CompiledGraphs
 from juru.engine.machine import RunMachine
 from juru.engine.transcript import transcript_entries
@@ -46,6 +48,7 @@ from juru.store import hosted as hosted_store
 from juru.store.outage import is_outage
 from juru.store.pruning import prune_checkpoints
 from juru.store.records import RunRecord
+from juru.store.run_tree import ancestors_of
 from juru.store.steps import StatusChange, StepWrite
 from juru.store.transcript import append_run_messages
 from juru.store.usage import ChargeRequest, record_charges
@@ -95,6 +98,8 @@ class RunContext:
     meter: Meter
     graphs: CompiledGraphs
     builtins: BuiltinServices | None = None
+    # How deep agents may call agents (a top-level run is at depth 0).
+    max_agent_depth: int = 3
 
 
 class LeaseLostError(Exception):
@@ -115,7 +120,10 @@ class RunExecution:
         self.model_id = ""
         self.tier = ""
         self.client_tools: set[str] = set()
+        self.agent_tools: set[str] = set()
         self.has_builtins = False
+        # The runs above this one (nearest first), when an agent called this run's agent.
+        self.ancestors: tuple[str, ...] = ()
         self.steps = run.step_count
         # What the next write records: transcript rows and charges not yet written.
         self.unwritten: list[dict[str, Any]] = []
@@ -233,6 +241,7 @@ class RunExecution:
             return None
         self.model_id = agent.model_id
         self.client_tools = {tool["function"]["name"] for tool in agent.tools}
+        self.agent_tools = {tool["name"] for tool in agent.agent_tools or []}
         self.has_builtins = bool(agent.builtin_tools)
         return self.context.graphs.get(agent, model)
 
@@ -323,13 +332,25 @@ class RunExecution:
         agent = await self._agent()
         if agent is None:
             return
+        if self.run.parent_run_id is not None:
+            self.ancestors = tuple(await ancestors_of(self.machine.engine, self.run))
         limit = 2 * self.run.max_steps + 5
         state = await runner.thread_state(agent, self.thread_key)
         ours = state.metadata.get(RUN_ID_KEY) == self.run.id
         if ours:
             self._recover(state)
         outputs = self.run.tool_outputs or {}
-        pending = state.interrupts[0]["pending_tool_calls"] if state.interrupts else None
+        paused = state.interrupts[0] if state.interrupts else None
+        if paused is not None and ours and AGENT_CALLS in paused:
+            resume_value = await self._agent_calls(paused[AGENT_CALLS])
+            if resume_value is None:
+                return
+            stream = runner.stream_resume(
+                agent, resume_value, self.thread_key, limit, self._options()
+            )
+            await self._drive(agent, stream, limit)
+            return
+        pending = paused["pending_tool_calls"] if paused is not None else None
         answered = pending is not None and {call["id"] for call in pending} <= outputs.keys()
         if pending is not None and ours and not answered:
             await self._settle(pending=pending)
@@ -351,6 +372,27 @@ class RunExecution:
             stream = runner.stream_message(
                 agent, run_input(messages), self.thread_key, limit, self._options(True)
             )
+        await self._drive(agent, stream, limit)
+
+    async def _drive(
+        self, agent: Pregel[Any, Any, Any, Any], stream: runner.TurnStream, limit: int
+    ) -> None:
+        """Write the turn's steps as they finish, to its pause or end; a pause for calls of
+        other agents whose results are known at once (errors) resumes in the same execution."""
+        while True:
+            output = await self._steps(stream)
+            paused = stream.turn.pending_review
+            if stream.turn.error is not None or paused is None or AGENT_CALLS not in paused:
+                await self._finish(stream.turn, output)
+                return
+            resume_value = await self._agent_calls(paused[AGENT_CALLS])
+            if resume_value is None:
+                return
+            stream = runner.stream_resume(
+                agent, resume_value, self.thread_key, limit, self._options()
+            )
+
+    async def _steps(self, stream: runner.TurnStream) -> str:
         output = ""
         async for step in stream:
             self._buffer(step.messages)
@@ -368,7 +410,31 @@ class RunExecution:
                 raise LeaseLostError(self.run.id)
             if reply is not None and not self._pauses_or_ends(reply):
                 await self._write()
-        await self._finish(stream.turn, output)
+        return output
+
+    async def _agent_calls(self, calls: list[dict[str, str]]) -> dict[str, Any] | None:
+        """The resume value of a pause for calls of other agents once every call has its
+        result; else None, after starting the child runs still needed and giving up the run's
+        lease in the same write: a run does not get claimed while a child of it is active,
+        and the end of its last child makes it claimable again."""
+        plan = await plan_agent_calls(
+            self.machine,
+            self.run,
+            calls,
+            depth=len(self.ancestors),
+            max_depth=self.context.max_agent_depth,
+        )
+        if plan.complete:
+            return {"outputs": plan.outputs}
+        self.finishing = True
+        release = {"lease_owner": None, "lease_expires_at": None}
+        try:
+            await self._write(children=plan.to_start, run_values=release)
+        except LeaseLostError:
+            logger.info("run %s was no longer worker %s's to pause", self.run.id, self.worker)
+            return None
+        await asyncio.shield(prune_checkpoints(self.context.checkpointer, self.thread_key))
+        return None
 
     def _recover(self, state: runner.ThreadState) -> None:
         """Take up what a crash may have left unwritten: the run's messages after its last
@@ -414,7 +480,8 @@ class RunExecution:
     def _pauses_or_ends(self, reply: AIMessage) -> bool:
         """Whether the graph stops right after this reply (an answer, or only client calls):
         its write then waits to go with the status change, in the same transaction."""
-        return all(call["name"] in self.client_tools for call in reply.tool_calls)
+        waits_for = self.client_tools | self.agent_tools
+        return all(call["name"] in waits_for for call in reply.tool_calls)
 
     def _buffer(self, messages: Sequence[BaseMessage | AnyMessage]) -> None:
         self.unwritten.extend(transcript_entries(messages))
@@ -434,9 +501,18 @@ class RunExecution:
             )
         )
 
-    async def _write(self, status: StatusChange | None = None) -> None:
+    async def _write(
+        self,
+        status: StatusChange | None = None,
+        children: Sequence[dict[str, Any]] = (),
+        run_values: dict[str, Any] | None = None,
+    ) -> None:
         """Everything not yet written, in one transaction: messages, step count, charges and
-        the status change. Raises LeaseLostError when the run is no longer this worker's."""
+        the status change (or the child runs started). Raises LeaseLostError when the run is
+        no longer this worker's."""
+        values = dict(run_values or {})
+        if self.names_pre_hold:
+            values.update(hold_id=None, hold_rupiah=None)
         step = StepWrite(
             run_id=self.run.id,
             thread_id=self.run.thread_id,
@@ -447,8 +523,10 @@ class RunExecution:
             step_count=self.steps,
             charges=tuple(self.charges),
             status=status,
-            run_values={"hold_id": None, "hold_rupiah": None} if self.names_pre_hold else {},
+            run_values=values,
             new_steps=tuple(self.unwritten_steps),
+            ancestors=self.ancestors,
+            children=tuple(children),
         )
         if not await self.machine.record_step(step, self.context.meter.rules):
             await self._charge_orphans()

@@ -28,14 +28,26 @@ class CompiledGraphs:
 
     @staticmethod
     def key(agent: AgentRecord, model: BaseChatModel) -> GraphKey:
-        spec = [agent.model_id, agent.system_prompt, agent.tools, agent.builtin_tools]
+        spec = [
+            agent.model_id,
+            agent.system_prompt,
+            agent.tools,
+            agent.builtin_tools,
+            agent.agent_tools,
+        ]
         return json.dumps(spec, sort_keys=True, default=str), id(model)
 
     def get(self, agent: AgentRecord, model: BaseChatModel) -> Pregel[Any, Any, Any, Any]:
         key = self.key(agent, model)
         graph = self._graphs.get(key)
         if graph is None:
-            built = build_hosted_agent(model, agent.tools, agent.system_prompt, agent.builtin_tools)
+            built = build_hosted_agent(
+                model,
+                agent.tools,
+                agent.system_prompt,
+                agent.builtin_tools,
+                agent.agent_tools or (),
+            )
             graph = built.copy({"checkpointer": self.checkpointer})
             self._graphs[key] = graph
             if len(self._graphs) > self.capacity:

@@ -74,6 +74,7 @@ class RunMachine:
         # The move's own transaction tells the other processes (and, with `announce_work`,
         # the idle workers); this process hears of it once it committed.
         payloads = (run_id, WORK) if announce_work else (run_id,)
+        ended_below: list[str] = []
         moved = await run_store.transition_run(
             self.engine,
             run_id,
@@ -85,9 +86,15 @@ class RunMachine:
             hold=hold,
             release_unclaimed_hold=release_unclaimed_hold,
             notices=self.events.notices(*payloads),
+            ended_below=ended_below,
         )
         if moved is not None:
             await self.events.committed(*payloads)
+            # The runs it started ended with it: their workers stop at once.
+            for child_id in ended_below:
+                await self.events.publish(child_id)
+            if target.is_terminal and moved.parent_run_id is not None:
+                await self.events.announce_work()  # its parent may go on
         return moved
 
     def _ended(self, **values: Any) -> dict[str, Any]:
@@ -135,11 +142,15 @@ class RunMachine:
         """A step's effects in one transaction (`store.steps.record_step`); False when the run
         is no longer the worker's. Wakes the run's watchers when its status changed, and its
         followers in any case (the step added to its log)."""
-        payload = step.run_id if step.status is not None else log_grew(step.run_id)
-        notices = self.events.notices(payload)
+        payloads = [step.run_id if step.status is not None else log_grew(step.run_id)]
+        payloads += [log_grew(ancestor) for ancestor in step.ancestors]
+        ends = step.status is not None and step.status.target.is_terminal
+        if step.children or (ends and step.ancestors):
+            payloads.append(WORK)  # children to start, or a parent that may go on
+        notices = self.events.notices(*payloads)
         recorded = await step_store.record_step(self.engine, step, rules, notices)
         if recorded:
-            await self.events.committed(payload)
+            await self.events.committed(*payloads)
         return recorded
 
     async def submit_tool_outputs(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -45,7 +45,11 @@ def check_builtin_tools(names: Sequence[str]) -> None:
         raise invalid("builtin_tools lists a tool twice")
 
 
-def check_tool_names(tools: Sequence[dict[str, Any]], builtin_tools: Sequence[str]) -> None:
+def check_tool_names(
+    tools: Sequence[dict[str, Any]],
+    builtin_tools: Sequence[str],
+    agent_tools: Sequence[dict[str, Any]] = (),
+) -> None:
     names = [tool["function"]["name"] for tool in tools]
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
@@ -53,6 +57,46 @@ def check_tool_names(tools: Sequence[dict[str, Any]], builtin_tools: Sequence[st
     clashes = sorted(set(names) & set(builtin_tools))
     if clashes:
         raise invalid(f"tool names clash with built-in tools: {', '.join(clashes)}")
+    for index, tool in enumerate(agent_tools):
+        name = tool["name"]
+        others = [other["name"] for other in agent_tools[:index]]
+        if name in names or name in builtin_tools or name in others:
+            raise invalid(
+                f"agent_tools[{index}].name: {name!r} is already the name of another of the "
+                "agent's tools"
+            )
+
+
+def check_agent_tool_targets(agent_tools: Sequence[dict[str, Any]], known: Collection[str]) -> None:
+    """400 unless every agent tool names an agent of the same account (`known`)."""
+    for index, tool in enumerate(agent_tools):
+        if tool["agent_id"] not in known:
+            raise invalid(
+                f"agent_tools[{index}].agent_id: no agent {tool['agent_id']!r} in this account"
+            )
+
+
+def find_agent_cycle(agent_id: str, calls: Mapping[str, Collection[str]]) -> list[str] | None:
+    """A path of calls from `agent_id` back to itself (`calls`: which agents each agent calls
+    as tools), or None: an agent must never end up calling itself, however indirectly."""
+    path: list[str] = [agent_id]
+    done: set[str] = set()
+
+    def visit(current: str) -> list[str] | None:
+        for callee in sorted(calls.get(current, ())):
+            if callee == agent_id:
+                return [*path, callee]
+            if callee in done or callee in path:
+                continue
+            path.append(callee)
+            found = visit(callee)
+            if found is not None:
+                return found
+            path.pop()
+            done.add(callee)
+        return None
+
+    return visit(agent_id)
 
 
 def parameters_problem(parameters: Any) -> str | None:

@@ -24,7 +24,13 @@ from juru.core.states import RunStatus
 from juru.engine.events import WORK
 from juru.engine.execution import hosted_thread_key, input_messages
 from juru.engine.machine import RunMachine
-from juru.hosted.agents import check_builtin_tools, check_model, check_tool_names
+from juru.hosted.agents import (
+    check_agent_tool_targets,
+    check_builtin_tools,
+    check_model,
+    check_tool_names,
+    find_agent_cycle,
+)
 from juru.hosted.streams import StreamItem, StreamTicket, follow_run
 from juru.models.catalog import ModelCatalog
 from juru.store import accounts as account_store
@@ -77,10 +83,12 @@ class HostedService:
 
     async def create_agent(self, account_id: str, spec: dict[str, Any]) -> AgentRecord:
         self._check_agent(spec)
+        agent_id = new_id("agt")
+        await self._check_agent_tools(account_id, agent_id, spec.get("agent_tools") or [])
         now = self.machine.clock.now()
         values = {
             **spec,
-            "id": new_id("agt"),
+            "id": agent_id,
             "account_id": account_id,
             "created_at": now,
             "updated_at": now,
@@ -90,7 +98,24 @@ class HostedService:
     def _check_agent(self, spec: dict[str, Any]) -> None:
         check_model(self.catalog, spec["model_id"])
         check_builtin_tools(spec["builtin_tools"])
-        check_tool_names(spec["tools"], spec["builtin_tools"])
+        check_tool_names(spec["tools"], spec["builtin_tools"], spec.get("agent_tools") or [])
+
+    async def _check_agent_tools(
+        self, account_id: str, agent_id: str, agent_tools: list[dict[str, Any]]
+    ) -> None:
+        """400 unless each agent tool names an agent of the account and no agent would end up
+        calling itself (directly or through others)."""
+        if not agent_tools:
+            return
+        calls = await store.agent_calls(self.engine, account_id)
+        check_agent_tool_targets(agent_tools, calls.keys())
+        calls[agent_id] = [tool["agent_id"] for tool in agent_tools]
+        cycle = find_agent_cycle(agent_id, calls)
+        if cycle is not None:
+            raise invalid(
+                "agent_tools: the agents would call each other in a cycle: " + " -> ".join(cycle),
+                "agent_cycle",
+            )
 
     async def agent(self, account_id: str, agent_id: str) -> AgentRecord:
         agent = await store.get_agent(self.engine, account_id, agent_id)
@@ -109,9 +134,11 @@ class HostedService:
             "model_id": current.model_id,
             "tools": current.tools,
             "builtin_tools": current.builtin_tools,
+            "agent_tools": current.agent_tools or [],
             **changes,
         }
         self._check_agent(merged)
+        await self._check_agent_tools(account_id, agent_id, merged["agent_tools"])
         changes = {**changes, "updated_at": self.machine.clock.now()}
         updated = await store.update_agent(self.engine, account_id, agent_id, changes)
         if updated is None:
@@ -219,7 +246,7 @@ class HostedService:
             return None
         prompt = input_token_bound(
             first_prompt(agent.system_prompt, input_messages(run_id, run_input)),
-            bound_tool_schemas(agent.tools, agent.builtin_tools),
+            bound_tool_schemas(agent.tools, agent.builtin_tools, agent.agent_tools or ()),
         )
         return self.meter.prompt_hold(account_id, agent.model_id, prompt, run_id)
 
@@ -246,6 +273,14 @@ class HostedService:
     async def runs(self, account_id: str, thread_id: str, page: PageRequest) -> Page[RunRecord]:
         await self.thread(account_id, thread_id)
         return await run_store.list_runs(self.engine, account_id, thread_id, page)
+
+    async def account_runs(
+        self, account_id: str, parent_run_id: str | None, page: PageRequest
+    ) -> Page[RunRecord]:
+        """The account's runs; with `parent_run_id`, the child runs that run started."""
+        if parent_run_id is not None:
+            await self.run(account_id, parent_run_id)
+        return await run_store.list_account_runs(self.engine, account_id, parent_run_id, page)
 
     async def wait_while_working(self, account_id: str, run_id: str, seconds: float) -> RunRecord:
         """The run as soon as the server stops working on it (it waits for the caller's tool

@@ -106,6 +106,15 @@ async def agent_and_tier(
     return None if row is None else (AgentRecord.from_row(row), str(row["account_tier"]))
 
 
+async def agent_calls(engine: Database, account_id: str) -> dict[str, list[str]]:
+    """Every agent of the account, with the ids of the agents it calls as tools."""
+    query = select(agents.c.id, agents.c.agent_tools).where(agents.c.account_id == account_id)
+    return {
+        str(row["id"]): [str(tool["agent_id"]) for tool in row["agent_tools"] or []]
+        for row in await engine.rows(query)
+    }
+
+
 async def list_agents(engine: Database, account_id: str, page: PageRequest) -> Page[AgentRecord]:
     query = select(agents).where(agents.c.account_id == account_id)
     rows = await engine.read(lambda connection: page_of(connection, agents, query, page))

@@ -39,6 +39,8 @@ class AgentRecord(_Record):
     max_steps: int
     created_at: datetime
     updated_at: datetime
+    # The agents this one may call as tools (NULL in the row: none).
+    agent_tools: list[dict[str, str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,7 @@ class RunRecord(_Record):
     next_model_id: str | None = None
     hold_id: str | None = None
     hold_rupiah: Decimal | None = None
+    parent_run_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ RUN_VIEW_COLUMNS = (
     "id",
     "thread_id",
     "agent_id",
+    "parent_run_id",
     "status",
     "step_count",
     "max_steps",

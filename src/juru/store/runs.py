@@ -13,13 +13,14 @@ from typing import Any
 from sqlalchemy import Connection, and_, bindparam, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
-from juru.core.states import RunStatus, check_transition
+from juru.core.states import ACTIVE, RunStatus, check_transition
 from juru.store.database import Database
 from juru.store.holds import Hold, release_in, take_hold
 from juru.store.hosted import page_of
 from juru.store.pages import Page, PageRequest
 from juru.store.records import RunRecord
 from juru.store.run_log import append_events, append_to_logs, status_event
+from juru.store.run_tree import end_descendants
 from juru.store.tables import ACTIVE_RUN_STATUSES, runs
 from juru.store.transactions import Notice, write
 
@@ -129,6 +130,17 @@ async def list_runs(
     return Page([RunRecord.from_row(row) for row in rows.items], rows.has_more)
 
 
+async def list_account_runs(
+    engine: Database, account_id: str, parent_run_id: str | None, page: PageRequest
+) -> Page[RunRecord]:
+    """The account's runs (those `parent_run_id` started, when it is given), in `page`'s order."""
+    query = select(runs).where(runs.c.account_id == account_id)
+    if parent_run_id is not None:
+        query = query.where(runs.c.parent_run_id == parent_run_id)
+    rows = await engine.read(lambda connection: page_of(connection, runs, query, page))
+    return Page([RunRecord.from_row(row) for row in rows.items], rows.has_more)
+
+
 @dataclass(frozen=True)
 class RunGuard:
     """What must still hold for a status change to apply, besides the run's status."""
@@ -167,6 +179,7 @@ async def transition_run(
     hold: Hold | None = None,
     release_unclaimed_hold: bool = False,
     notices: Sequence[Notice] = (),
+    ended_below: list[str] | None = None,
 ) -> RunRecord | None:
     """Move the run to `target` if it is in one of `sources` (and `guard` holds).
 
@@ -175,7 +188,8 @@ async def transition_run(
     before any write. In the same transaction: `hold`, when given and when it fits, is taken
     for the run's next model call (its pre-hold); `release_unclaimed_hold` gives back a
     pre-hold that no worker has claimed (a worker's own holds are its to settle); `notices`
-    go out when the move commits.
+    go out when the move commits. A run that ends cancels the runs it started (their ids
+    are added to `ended_below`).
     """
     for source in sources:
         check_transition(source, target)
@@ -207,6 +221,10 @@ async def transition_run(
         if unclaimed is not None and unclaimed.hold_id is not None:
             release_in(connection, unclaimed.account_id, unclaimed.hold_id)
         append_events(connection, run_id, [status_event(row._mapping)], now)
+        if target.is_terminal:
+            ended = end_descendants(connection, run_id, now)
+            if ended_below is not None:
+                ended_below.extend(ended)
         return RunRecord.from_row(row._mapping)
 
     try:
@@ -220,11 +238,22 @@ async def claim_runs(
 ) -> list[RunRecord]:
     """Take up to `limit` of the oldest runs that need a worker (queued, resumed, or left by a
     dead worker) in one statement; fewer than `limit` means none is left."""
+    child = runs.alias("child")
+    waits_for_a_child = (
+        select(child.c.id)
+        .where(
+            child.c.parent_run_id == runs.c.id,
+            child.c.status.in_([status.value for status in ACTIVE]),
+        )
+        .exists()
+    )
     claimable = or_(
         runs.c.status == RunStatus.QUEUED.value,
         and_(
             runs.c.status == RunStatus.RUNNING.value,
             or_(runs.c.lease_owner.is_(None), runs.c.lease_expires_at < now),
+            # A run whose agent called other agents waits, unleased, for their runs to end.
+            ~waits_for_a_child,
         ),
     )
     candidates = select(runs.c.id).where(claimable).order_by(runs.c.id).limit(limit)

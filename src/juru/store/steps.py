@@ -26,6 +26,7 @@ from juru.store.run_log import (
     status_event,
     step_event,
 )
+from juru.store.run_tree import end_descendants, insert_children, roll_up
 from juru.store.runs import held_by
 from juru.store.tables import runs
 from juru.store.transactions import Notice, write
@@ -59,6 +60,10 @@ class StepWrite:
     run_values: dict[str, Any] = field(default_factory=dict)
     # The model steps this write completes (a `step.completed` event each).
     new_steps: Sequence[int] = ()
+    # The runs above this one (nearest first): they take its cost and a copy of its events.
+    ancestors: Sequence[str] = ()
+    # Runs this one starts (agents it called as tools): `{"thread": ..., "run": ...}` values.
+    children: Sequence[dict[str, Any]] = ()
 
 
 _VIEW = [runs.c[name] for name in RUN_VIEW_COLUMNS]
@@ -97,9 +102,14 @@ async def record_step(
         append_transcript(connection, step.thread_id, step.run_id, step.messages, step.now)
         events = message_events(step.thread_id, step.run_id, step.messages, step.now)
         events += [step_event(number, row.cost_rupiah) for number in step.new_steps]
+        roll_up(connection, step.ancestors, cost, step.now, events, step.run_id)
         if step.status is not None:
             events.append(status_event(row._mapping))
         append_events(connection, step.run_id, events, step.now)
+        if step.children:
+            insert_children(connection, step.run_id, step.children, step.now)
+        if step.status is not None and step.status.target.is_terminal:
+            end_descendants(connection, step.run_id, step.now)
 
     try:
         await write(engine, work, notices)

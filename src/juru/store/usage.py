@@ -14,7 +14,8 @@ from juru.core.ids import new_id
 from juru.core.money import PriceRules, to_micro
 from juru.store.database import Database, dialect_insert
 from juru.store.holds import remove_hold
-from juru.store.tables import accounts, runs, usage_charges
+from juru.store.run_tree import add_run_cost
+from juru.store.tables import accounts, usage_charges
 from juru.store.transactions import write
 
 
@@ -119,11 +120,7 @@ async def record_charges(
         for request in requests:
             cost = take_charge(connection, request, rules)
             if cost and request.run_id is not None:
-                connection.execute(
-                    update(runs)
-                    .where(runs.c.id == request.run_id)
-                    .values(cost_rupiah=runs.c.cost_rupiah + cost)
-                )
+                add_run_cost(connection, request.run_id, cost)
             total += cost
         return total
 

@@ -207,6 +207,22 @@ async def create_run(
     return RunOut.of(run)
 
 
+@router.get("/runs", responses=errors(400, 404))
+async def list_account_runs(
+    account: Account,
+    hosted: Hosted,
+    parent_run_id: Annotated[
+        str | None,
+        Query(description="Only the child runs this run started (agents called as tools)."),
+    ] = None,
+    limit: Limit = 20,
+    after: After = None,
+) -> RunList:
+    """The account's runs, newest first (404 when `parent_run_id` names no run of it)."""
+    found = await hosted.account_runs(account, parent_run_id, page(limit, after))
+    return RunList.of(found, [RunOut.of(run) for run in found.items], lambda run: run.id)
+
+
 @router.get("/runs/{run_id}", responses=errors(400, 404))
 async def get_run(
     run_id: str,

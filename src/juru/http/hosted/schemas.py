@@ -10,6 +10,7 @@ from typing import Annotated, Any, Generic, Literal, Self, TypeVar
 from limits import RateLimitItem
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PlainSerializer,
@@ -86,12 +87,25 @@ class ToolIn(_Body):
     function: FunctionIn
 
 
+class AgentToolIn(_Body):
+    """Another agent of the account, offered to the model as a tool taking `{"input": "..."}`."""
+
+    agent_id: str = Field(min_length=1, max_length=40, examples=["agt_..."])
+    name: str = Field(pattern=TOOL_NAME)
+    description: str = Field(default="", max_length=4_000)
+
+
 class AgentIn(_Body):
     name: str = Field(min_length=1, max_length=200)
     model_id: str = Field(min_length=1, max_length=200, examples=["juru/demo"])
     system_prompt: str = Field(default="", max_length=100_000)
     tools: list[ToolIn] = Field(default_factory=list, max_length=MAX_TOOLS)
     builtin_tools: list[str] = Field(default_factory=list)
+    agent_tools: list[AgentToolIn] = Field(
+        default_factory=list,
+        max_length=MAX_TOOLS,
+        description="Agents the model may call as tools; each call is a child run.",
+    )
     max_steps: int = Field(default=20, ge=1, le=40)
 
 
@@ -111,6 +125,7 @@ class AgentPatch(_Body):
     system_prompt: str = _unset(max_length=100_000)
     tools: list[ToolIn] = _unset(max_length=MAX_TOOLS)
     builtin_tools: list[str] = _unset()
+    agent_tools: list[AgentToolIn] = _unset(max_length=MAX_TOOLS)
     max_steps: int = _unset(ge=1, le=40)
 
 
@@ -159,6 +174,10 @@ def _absent(value: object) -> bool:
     return value is None
 
 
+def _none_as_empty(value: object) -> object:
+    return [] if value is None else value
+
+
 class FunctionOut(BaseModel):
     """A client tool's function as it was defined (extra keys such as `strict` are kept)."""
 
@@ -174,6 +193,12 @@ class ToolOut(BaseModel):
     function: FunctionOut
 
 
+class AgentToolOut(BaseModel):
+    agent_id: str
+    name: str
+    description: str = ""
+
+
 class AgentOut(_View):
     id: str
     name: str
@@ -181,6 +206,7 @@ class AgentOut(_View):
     system_prompt: str
     tools: list[ToolOut]
     builtin_tools: list[str]
+    agent_tools: Annotated[list[AgentToolOut], BeforeValidator(_none_as_empty)]
     max_steps: int
     created_at: datetime
     updated_at: datetime
@@ -198,6 +224,12 @@ class PendingToolCall(BaseModel):
     id: str
     name: str
     arguments: str
+    run_id: str | None = Field(
+        default=None,
+        exclude_if=_absent,
+        description="Present when the call is a child run's (an agent called as a tool): "
+        "answer it on this run all the same.",
+    )
 
 
 class RunOut(BaseModel):
@@ -206,6 +238,9 @@ class RunOut(BaseModel):
     id: str
     thread_id: str
     agent_id: str
+    parent_run_id: str | None = Field(
+        default=None, description="The run that started this one by calling its agent as a tool."
+    )
     status: RunStatus
     step_count: int
     max_steps: int
