@@ -244,16 +244,17 @@ class TestEnds:
         self, hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
     ) -> None:
         hosted = hosted_openai
-        helper = await agent(hosted, "Helper", tools=[WEATHER_TOOL])
+        helper = await agent(hosted, "Helper")
         boss = await agent(hosted, "Boss", agent_tools=calls_of(("helper", helper)))
-        fake_openai.script(
-            [call("helper", "call_h", input="weather?"), call("get_weather", "c1", city="Bogor")]
-        )
+        fake_openai.script([call("helper", "call_h", input="work")])
         run = await start(hosted, boss)
         hosted.clock.advance(300)
-        await work_one_at_a_time(hosted)
+        worker = Worker(hosted.context.run_context(), concurrency=1, name="once")
+        hosted.workers.append(worker)
+        assert await worker.fill_slots() == 1
+        await worker.drain()
         [child] = await children(hosted, run["id"])
-        assert child["status"] == "requires_action"
+        assert child["status"] == "queued"
         hosted.clock.advance(301)  # past the parent's wall clock, not yet the child's
         assert await hosted.reap() == 1
         assert (await hosted.get_run(run["id"]))["error"] == "timeout"
@@ -290,3 +291,70 @@ class TestDepth:
         log = await events_after(hosted.context.engine, run["id"], 0)
         depths = {(e.data.get("run_id"), e.data.get("depth")) for e in log if "depth" in e.data}
         assert depths == {(mid_run["id"], 1), (low_run["id"], 2)}
+
+
+class TestClientToolsOfChildren:
+    async def test_a_childs_client_tool_pauses_the_parent_and_its_outputs_resume_the_child(
+        self, hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+    ) -> None:
+        hosted = hosted_openai
+        helper = await agent(hosted, "Helper", tools=[WEATHER_TOOL])
+        boss = await agent(hosted, "Boss", agent_tools=calls_of(("helper", helper)))
+        fake_openai.script(
+            [
+                call("helper", "call_h", input="weather in Bogor?"),
+                call("get_weather", "call_w", city="Bogor"),
+                {"content": "Sunny in Bogor"},
+                {"content": "The helper says: sunny"},
+            ]
+        )
+        run = await start(hosted, boss)
+        assert await work_one_at_a_time(hosted) == 2
+        paused = await hosted.get_run(run["id"])
+        [child] = await children(hosted, run["id"])
+        assert paused["status"] == "requires_action" and child["status"] == "requires_action"
+        [shown] = paused["pending_tool_calls"]
+        assert shown["id"] == "call_w" and shown["name"] == "get_weather"
+        assert shown["run_id"] == child["id"]
+        assert "run_id" not in child["pending_tool_calls"][0]
+        answered = await hosted.answer(paused, "31 C")
+        assert answered.status_code == 200, answered.text
+        assert answered.json()["status"] == "running"
+        assert answered.json()["pending_tool_calls"] is None
+        assert (await hosted.get_run(child["id"]))["status"] == "running"
+        assert await work_one_at_a_time(hosted) == 2  # the child, then its parent
+        requests = fake_openai.requests()
+        assert tool_results(requests[2]) == {"call_w": "31 C"}
+        assert tool_results(requests[3]) == {"call_h": "Sunny in Bogor"}
+        done = await hosted.get_run(run["id"])
+        assert done["status"] == "succeeded" and done["output"] == "The helper says: sunny"
+        # Answering on the child itself is refused once the parent has answered.
+        again = await hosted.client.post(
+            f"/v1/runs/{run['id']}/tool_outputs",
+            json={"outputs": [{"tool_call_id": "call_w", "output": "x"}]},
+        )
+        assert api_error(again, 409, "run_not_waiting")
+
+    async def test_a_paused_child_cancelled_on_its_own_frees_its_parent(
+        self, hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+    ) -> None:
+        hosted = hosted_openai
+        helper = await agent(hosted, "Helper", tools=[WEATHER_TOOL])
+        boss = await agent(hosted, "Boss", agent_tools=calls_of(("helper", helper)))
+        fake_openai.script(
+            [
+                call("helper", "call_h", input="weather?"),
+                call("get_weather", "call_w", city="Bogor"),
+                {"content": "The helper gave up"},
+            ]
+        )
+        run = await start(hosted, boss)
+        await work_one_at_a_time(hosted)
+        [child] = await children(hosted, run["id"])
+        await hosted.client.post(f"/v1/runs/{child['id']}/cancel")
+        freed = await hosted.get_run(run["id"])
+        assert freed["status"] == "running" and freed["pending_tool_calls"] is None
+        assert await work_one_at_a_time(hosted) == 1
+        result = tool_results(fake_openai.requests()[2])["call_h"]
+        assert result == f"Error: the agent's run {child['id']} was cancelled."
+        assert (await hosted.get_run(run["id"]))["output"] == "The helper gave up"

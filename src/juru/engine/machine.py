@@ -11,6 +11,7 @@ from juru.core.clock import Clock
 from juru.core.money import PriceRules
 from juru.core.states import ACTIVE, FailureReason, RunStatus
 from juru.engine.events import WORK, RunEvents, log_grew
+from juru.store import run_tree
 from juru.store import runs as run_store
 from juru.store import steps as step_store
 from juru.store.database import Database
@@ -87,10 +88,12 @@ class RunMachine:
             release_unclaimed_hold=release_unclaimed_hold,
             notices=self.events.notices(*payloads),
             ended_below=ended_below,
+            wall_clock_seconds=self.limits.wall_clock_seconds,
         )
         if moved is not None:
             await self.events.committed(*payloads)
-            # The runs it started ended with it: their workers stop at once.
+            # The runs it started ended with it (their workers stop at once), and ancestors
+            # that showed its calls changed.
             for child_id in ended_below:
                 await self.events.publish(child_id)
             if target.is_terminal and moved.parent_run_id is not None:
@@ -143,7 +146,9 @@ class RunMachine:
         is no longer the worker's. Wakes the run's watchers when its status changed, and its
         followers in any case (the step added to its log)."""
         payloads = [step.run_id if step.status is not None else log_grew(step.run_id)]
-        payloads += [log_grew(ancestor) for ancestor in step.ancestors]
+        pauses = step.status is not None and step.status.target == RunStatus.REQUIRES_ACTION
+        # A pause shows its calls on the ancestors too (a status change), else their logs grew.
+        payloads += [a if pauses else log_grew(a) for a in step.ancestors]
         ends = step.status is not None and step.status.target.is_terminal
         if step.children or (ends and step.ancestors):
             payloads.append(WORK)  # children to start, or a parent that may go on
@@ -178,6 +183,21 @@ class RunMachine:
             hold=hold,
             announce_work=True,
         )
+
+    async def submit_through_children(
+        self, run: RunRecord, outputs: dict[str, str]
+    ) -> list[str] | None:
+        """requires_action → running for `run` and the runs below it whose client tool calls
+        it shows, each of those with its own outputs (`store.run_tree`); None if `run` no
+        longer waits for them."""
+        moved = await run_tree.resume_through_children(
+            self.engine, run, outputs, self.clock.now(), self.limits.wall_clock_seconds
+        )
+        if moved is not None:
+            for run_id in moved:
+                await self.events.publish(run_id)
+            await self.events.announce_work()
+        return moved
 
     async def succeed(
         self, run: RunRecord, worker: str, output: str, step_count: int

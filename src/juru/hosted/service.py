@@ -351,6 +351,11 @@ class HostedService:
             raise _not_waiting(run)
         _check_outputs(run, outputs)
         by_id = {item["tool_call_id"]: item["output"] for item in outputs}
+        if any(call.get("run_id") for call in run.pending_tool_calls or []):
+            # Calls of child runs (agents this run called): each child resumes with its own.
+            if await self.machine.submit_through_children(run, by_id) is None:
+                raise _not_waiting(await self.run(account_id, run_id))
+            return await self.run(account_id, run_id)
         # The run's next model call is held with the outputs, not in a write of its own.
         hold = self.meter.pre_hold(run, by_id)
         moved = await self.machine.submit_tool_outputs(run, by_id, hold)

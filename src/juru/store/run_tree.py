@@ -5,8 +5,8 @@ their parent. Each function runs inside the caller's transaction.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime
+from collections.abc import Collection, Sequence
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -18,6 +18,7 @@ from juru.store.holds import release_in
 from juru.store.records import RunRecord
 from juru.store.run_log import NewRunEvent, append_to_logs, status_event
 from juru.store.tables import runs, threads
+from juru.store.transactions import write
 
 # More than any depth an agent may call to: a bound on the walk up a broken chain.
 MAX_WALK = 32
@@ -166,3 +167,170 @@ def end_descendants(connection: Connection, run_id: str, now: datetime) -> list[
         parents = [row.id for row in rows]
         ended += parents
     return ended
+
+
+def _active_seconds(row: Any, now: datetime) -> float:
+    seconds = float(row.active_seconds)
+    if row.active_since is None:
+        return seconds
+    return seconds + float((now - row.active_since).total_seconds())
+
+
+def pause_ancestors(
+    connection: Connection,
+    ancestors: Sequence[str],
+    child_run_id: str,
+    pending: Sequence[dict[str, str]],
+    now: datetime,
+) -> list[str]:
+    """A descendant paused for client tool calls: each of its `ancestors` waiting for it goes
+    to `requires_action` with those calls (marked with the run they belong to), added to the
+    calls it already shows. Returns the ancestors moved or changed."""
+    check_transition(RunStatus.RUNNING, RunStatus.REQUIRES_ACTION)
+    marked = [{**call, "run_id": call.get("run_id") or child_run_id} for call in pending]
+    changed: list[str] = []
+    for ancestor in ancestors:
+        row = connection.execute(
+            select(runs).where(
+                runs.c.id == ancestor,
+                runs.c.status.in_([RunStatus.RUNNING.value, RunStatus.REQUIRES_ACTION.value]),
+            )
+        ).first()
+        if row is None:
+            break
+        shown = list(row.pending_tool_calls or [])
+        known = {call["id"] for call in shown}
+        values: dict[str, Any] = {
+            "status": RunStatus.REQUIRES_ACTION.value,
+            "pending_tool_calls": shown + [call for call in marked if call["id"] not in known],
+            "pause_count": row.pause_count + 1,
+            "updated_at": now,
+        }
+        if row.status == RunStatus.RUNNING.value:
+            values.update(
+                tool_outputs=None,
+                lease_owner=None,
+                lease_expires_at=None,
+                active_seconds=_active_seconds(row, now),
+                active_since=None,
+                deadline_at=None,
+                waiting_since=now,
+            )
+        moved = connection.execute(
+            update(runs)
+            .where(runs.c.id == ancestor, runs.c.status == row.status)
+            .values(values)
+            .returning(*runs.c)
+        ).first()
+        if moved is None:
+            break
+        append_to_logs(connection, [(ancestor, status_event(moved._mapping))], now)
+        changed.append(ancestor)
+    return changed
+
+
+class _NotWaiting(Exception):
+    """Rolls the resumption back: a run of the tree no longer waits for these outputs."""
+
+
+async def resume_through_children(
+    engine: Database,
+    top: RunRecord,
+    outputs: dict[str, str],
+    now: datetime,
+    wall_clock_seconds: float,
+) -> list[str] | None:
+    """Tool outputs submitted on `top` for calls of runs below it: each run that made calls
+    goes back to `running` with its own outputs, and every run between it and `top` (and `top`)
+    back to `running` waiting for its children, in one transaction. Returns the ids moved, or
+    None (nothing written) when `top` no longer waits for these calls."""
+    check_transition(RunStatus.REQUIRES_ACTION, RunStatus.RUNNING)
+    by_owner: dict[str, dict[str, str]] = {}
+    for call in top.pending_tool_calls or []:
+        by_owner.setdefault(call.get("run_id") or top.id, {})[call["id"]] = outputs[call["id"]]
+
+    def resume(connection: Connection) -> list[str]:
+        moving: dict[str, dict[str, str] | None] = {top.id: by_owner.get(top.id)}
+        answers: dict[str, str] | None
+        for owner, answers in by_owner.items():
+            moving[owner] = answers
+            for ancestor in _ancestors(connection, _parent_of(connection, owner)):
+                if ancestor == top.id:
+                    break
+                moving.setdefault(ancestor, None)
+        for run_id, answers in moving.items():
+            row = connection.execute(select(runs).where(runs.c.id == run_id)).first()
+            if row is None or row.status != RunStatus.REQUIRES_ACTION.value:
+                raise _NotWaiting
+            if run_id == top.id and row.pause_count != top.pause_count:
+                raise _NotWaiting
+            remaining = wall_clock_seconds - float(row.active_seconds)
+            moved = connection.execute(
+                update(runs)
+                .where(runs.c.id == run_id, runs.c.status == RunStatus.REQUIRES_ACTION.value)
+                .values(
+                    status=RunStatus.RUNNING.value,
+                    tool_outputs=answers,
+                    pending_tool_calls=None,
+                    active_since=now,
+                    deadline_at=now + timedelta(seconds=remaining),
+                    waiting_since=None,
+                    lease_owner=None,
+                    lease_expires_at=None,
+                    updated_at=now,
+                )
+                .returning(*runs.c)
+            ).one()
+            append_to_logs(connection, [(run_id, status_event(moved._mapping))], now)
+        return list(moving)
+
+    try:
+        return await write(engine, resume)
+    except _NotWaiting:
+        return None
+
+
+def _parent_of(connection: Connection, run_id: str) -> str | None:
+    parent: str | None = connection.scalar(select(runs.c.parent_run_id).where(runs.c.id == run_id))
+    return parent
+
+
+def withdraw_calls(
+    connection: Connection, run_id: str, ended: Collection[str], now: datetime, wall_clock: float
+) -> list[str]:
+    """Runs `ended` (`run_id` and those below it) ended while an ancestor showed their client
+    tool calls: the calls are taken off each ancestor, and an ancestor left with none goes
+    back to `running`, to take up its children's results. Returns the ancestors changed."""
+    changed: list[str] = []
+    for ancestor in _ancestors(connection, _parent_of(connection, run_id)):
+        row = connection.execute(
+            select(runs).where(
+                runs.c.id == ancestor, runs.c.status == RunStatus.REQUIRES_ACTION.value
+            )
+        ).first()
+        if row is None:
+            break
+        shown = list(row.pending_tool_calls or [])
+        kept = [call for call in shown if call.get("run_id") not in ended]
+        if len(kept) == len(shown):
+            break
+        values: dict[str, Any] = {"pending_tool_calls": kept, "pause_count": row.pause_count + 1}
+        if not kept:
+            check_transition(RunStatus.REQUIRES_ACTION, RunStatus.RUNNING)
+            remaining = wall_clock - float(row.active_seconds)
+            values.update(
+                status=RunStatus.RUNNING.value,
+                pending_tool_calls=None,
+                active_since=now,
+                deadline_at=now + timedelta(seconds=remaining),
+                waiting_since=None,
+            )
+        moved = connection.execute(
+            update(runs)
+            .where(runs.c.id == ancestor, runs.c.status == RunStatus.REQUIRES_ACTION.value)
+            .values({**values, "updated_at": now})
+            .returning(*runs.c)
+        ).one()
+        append_to_logs(connection, [(ancestor, status_event(moved._mapping))], now)
+        changed.append(ancestor)
+    return changed

@@ -20,7 +20,7 @@ from juru.store.hosted import page_of
 from juru.store.pages import Page, PageRequest
 from juru.store.records import RunRecord
 from juru.store.run_log import append_events, append_to_logs, status_event
-from juru.store.run_tree import end_descendants
+from juru.store.run_tree import end_descendants, withdraw_calls
 from juru.store.tables import ACTIVE_RUN_STATUSES, runs
 from juru.store.transactions import Notice, write
 
@@ -180,6 +180,7 @@ async def transition_run(
     release_unclaimed_hold: bool = False,
     notices: Sequence[Notice] = (),
     ended_below: list[str] | None = None,
+    wall_clock_seconds: float = 600.0,
 ) -> RunRecord | None:
     """Move the run to `target` if it is in one of `sources` (and `guard` holds).
 
@@ -188,8 +189,9 @@ async def transition_run(
     before any write. In the same transaction: `hold`, when given and when it fits, is taken
     for the run's next model call (its pre-hold); `release_unclaimed_hold` gives back a
     pre-hold that no worker has claimed (a worker's own holds are its to settle); `notices`
-    go out when the move commits. A run that ends cancels the runs it started (their ids
-    are added to `ended_below`).
+    go out when the move commits. A run that ends cancels the runs it started, and takes
+    its calls (and theirs) off the ancestors showing them (the ids of the runs changed so are
+    added to `ended_below`; an ancestor left with no calls gets `wall_clock_seconds`).
     """
     for source in sources:
         check_transition(source, target)
@@ -223,6 +225,9 @@ async def transition_run(
         append_events(connection, run_id, [status_event(row._mapping)], now)
         if target.is_terminal:
             ended = end_descendants(connection, run_id, now)
+            if row.parent_run_id is not None:
+                gone = {run_id, *ended}
+                ended += withdraw_calls(connection, run_id, gone, now, wall_clock_seconds)
             if ended_below is not None:
                 ended_below.extend(ended)
         return RunRecord.from_row(row._mapping)
