@@ -234,6 +234,9 @@ class TestEnds:
         assert waiting["status"] == "running"  # no lease: it waits for its child
         [child] = await children(hosted, run["id"])
         assert child["status"] == "queued"
+        # The parent waits, unclaimable, for its child; the child is claimed.
+        claimed = await hosted.context.machine.claim("probe", limit=5)
+        assert [r.id for r in claimed] == [child["id"]]
         cancelled = await hosted.client.post(f"/v1/runs/{run['id']}/cancel")
         assert cancelled.json()["status"] == "cancelled"
         child = await hosted.get_run(child["id"])
