@@ -5,6 +5,7 @@ at a time, so the fake model's script is consumed in a known order."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from decimal import Decimal
 from typing import Any
 
@@ -190,6 +191,11 @@ class TestChildRuns:
         assert texts == ["Rain: 30 mm", "Note drafted"]
         steps = [e for e in log if e.type == "step.completed" and e.data.get("depth") == 1]
         assert len(steps) == 2
+        stream = (await hosted.client.get(f"/v1/runs/{run['id']}/events")).text
+        datas = [json.loads(line[6:]) for line in stream.splitlines() if line.startswith("data: ")]
+        marked = [(d.get("run_id"), d.get("depth")) for d in datas if "depth" in d]
+        assert marked.count((child_ids[0], 1)) == 3  # its input, its answer, its step
+        assert marked.count((child_ids[1], 1)) == 3
         assert (
             await hosted.client.get("/v1/runs", params={"parent_run_id": "run_x"})
         ).status_code == 404
@@ -320,6 +326,8 @@ class TestClientToolsOfChildren:
         assert shown["id"] == "call_w" and shown["name"] == "get_weather"
         assert shown["run_id"] == child["id"]
         assert "run_id" not in child["pending_tool_calls"][0]
+        on_child = await hosted.answer(child, "31 C")
+        assert run["id"] in api_error(on_child, 409, "answer_on_parent_run")
         answered = await hosted.answer(paused, "31 C")
         assert answered.status_code == 200, answered.text
         assert answered.json()["status"] == "running"

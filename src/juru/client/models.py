@@ -82,6 +82,8 @@ class Message(ApiObject):
     tool_call_id: str | None
     name: str | None
     created_at: datetime
+    # In a run's stream: a message of a run below the followed one (1: a child run).
+    depth: int | None = None
 
 
 class Run(ApiObject):
@@ -195,6 +197,9 @@ class Page(ApiObject, Generic[T]):
 class StepCompleted(ApiObject):
     step_count: int
     cost_rupiah: Decimal
+    # A step of a run below the followed one (an agent it called), and how far below.
+    run_id: str | None = None
+    depth: int | None = None
 
 
 class MessageDelta(ApiObject):

@@ -349,6 +349,7 @@ class HostedService:
         run = await self.run(account_id, run_id)
         if run.status != RunStatus.REQUIRES_ACTION:
             raise _not_waiting(run)
+        await self._check_not_shown_above(run)
         _check_outputs(run, outputs)
         by_id = {item["tool_call_id"]: item["output"] for item in outputs}
         if any(call.get("run_id") for call in run.pending_tool_calls or []):
@@ -362,6 +363,24 @@ class HostedService:
         if moved is None:
             raise _not_waiting(await self.run(account_id, run_id))
         return moved
+
+    async def _check_not_shown_above(self, run: RunRecord) -> None:
+        """409 when the run's calls show on the run that started it: they are answered there,
+        so that every run of the chain resumes together."""
+        top, parent_id = None, run.parent_run_id
+        calls = {call["id"] for call in run.pending_tool_calls or []}
+        while parent_id is not None:
+            parent = await run_store.get_run(self.engine, parent_id, run.account_id)
+            shown = {call["id"] for call in (parent.pending_tool_calls if parent else None) or []}
+            if parent is None or parent.status != RunStatus.REQUIRES_ACTION or calls - shown:
+                break
+            top, parent_id = parent, parent.parent_run_id
+        if top is not None:
+            raise ConflictError(
+                f"run {run.id} was started by an agent of run {top.id}, which shows these tool "
+                f"calls: answer them there (POST /v1/runs/{top.id}/tool_outputs)",
+                "answer_on_parent_run",
+            )
 
     async def usage(
         self, account_id: str, since: date | None, until: date | None

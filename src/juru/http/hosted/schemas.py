@@ -272,6 +272,12 @@ class MessageOut(BaseModel):
     tool_call_id: str | None
     name: str | None
     created_at: datetime
+    depth: int | None = Field(
+        default=None,
+        exclude_if=_absent,
+        description="In a run's stream only: a message of a run below the followed one (1: a "
+        "child run, 2: a grandchild), `run_id` naming it.",
+    )
 
     @classmethod
     def of(cls, message: TranscriptMessage) -> MessageOut:
@@ -305,6 +311,16 @@ class StepEventOut(BaseModel):
 
     step_count: int
     cost_rupiah: Rupiah = Field(description="The run's running cost after this step.")
+    run_id: str | None = Field(
+        default=None,
+        exclude_if=_absent,
+        description="A step of a run below the followed one (an agent it called): that run.",
+    )
+    depth: int | None = Field(
+        default=None,
+        exclude_if=_absent,
+        description="How far below the followed run the step's run is (1: a child run).",
+    )
 
 
 class MessageDeltaOut(BaseModel):
