@@ -124,6 +124,30 @@ def insert_children(
     return created
 
 
+def lock_descendants(connection: Connection, run_id: str) -> None:
+    """Lock the run's active descendants, deepest first, before the run itself is written: a
+    descendant's step write locks its own row, then its ancestors', so taking them in the same
+    order keeps the two from deadlocking on PostgreSQL (SQLite has one writer)."""
+    if connection.dialect.name != "postgresql":
+        return
+    levels: list[list[str]] = []
+    parents = [run_id]
+    while parents and len(levels) < MAX_WALK:
+        parents = list(
+            connection.execute(
+                select(runs.c.id).where(
+                    runs.c.parent_run_id.in_(parents), runs.c.status.in_(_ACTIVE)
+                )
+            ).scalars()
+        )
+        levels.append(parents)
+    for level in reversed(levels):
+        if level:
+            connection.execute(
+                select(runs.c.id).where(runs.c.id.in_(level)).order_by(runs.c.id).with_for_update()
+            ).all()
+
+
 def end_descendants(connection: Connection, run_id: str, now: datetime) -> list[str]:
     """Cancel the active runs below `run_id` (its children, theirs, ...), which just ended;
     their unclaimed holds are given back. Returns their ids."""

@@ -20,7 +20,7 @@ from juru.store.hosted import page_of
 from juru.store.pages import Page, PageRequest
 from juru.store.records import RunRecord
 from juru.store.run_log import append_events, append_to_logs, status_event
-from juru.store.run_tree import end_descendants, withdraw_calls
+from juru.store.run_tree import end_descendants, lock_descendants, withdraw_calls
 from juru.store.tables import ACTIVE_RUN_STATUSES, runs
 from juru.store.transactions import Notice, write
 
@@ -207,6 +207,8 @@ async def transition_run(
     )
 
     def move(connection: Connection) -> RunRecord:
+        if target.is_terminal:
+            lock_descendants(connection, run_id)
         unclaimed = None
         if release_unclaimed_hold:
             unclaimed = connection.execute(
