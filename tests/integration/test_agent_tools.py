@@ -270,6 +270,33 @@ class TestEnds:
         assert (await hosted.get_run(child["id"]))["status"] == "cancelled"
 
 
+class TestRecovery:
+    async def test_a_child_whose_worker_died_is_taken_over_and_its_parent_goes_on(
+        self, hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+    ) -> None:
+        hosted = hosted_openai
+        machine = hosted.context.machine
+        helper = await agent(hosted, "Helper")
+        boss = await agent(hosted, "Boss", agent_tools=calls_of(("helper", helper)))
+        fake_openai.script(
+            [call("helper", "call_h", input="work"), {"content": "helped"}, {"content": "done"}]
+        )
+        run = await start(hosted, boss)
+        worker = Worker(hosted.context.run_context(), concurrency=1, name="once")
+        hosted.workers.append(worker)
+        assert await worker.fill_slots() == 1
+        await worker.drain()
+        [child] = await children(hosted, run["id"])
+        [claimed] = await machine.claim("worker-that-dies")
+        assert claimed.id == child["id"]
+        assert await machine.claim("impatient") == []  # the parent waits, the child is leased
+        hosted.clock.advance(machine.limits.lease_seconds + 1)
+        assert await work_one_at_a_time(hosted) == 2  # the child taken over, then the parent
+        assert (await hosted.get_run(child["id"]))["output"] == "helped"
+        assert (await hosted.get_run(run["id"]))["output"] == "done"
+        assert len(fake_openai.requests()) == 3
+
+
 class TestDepth:
     async def test_calls_past_the_depth_limit_are_error_results(
         self, hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
