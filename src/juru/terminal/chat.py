@@ -107,7 +107,8 @@ class HostedChat:
                 view.streamed.add(data.message_id)
                 self.screen.speaker(self.agent.name)
             self.screen.stream(data.delta)
-        elif isinstance(data, Message):
+        elif isinstance(data, Message) and not data.depth:
+            # A message with a depth is a child run's (an agent this one called).
             self.show_message(data, view)
         elif isinstance(data, Run) and data.status != view.status:
             view.status = data.status

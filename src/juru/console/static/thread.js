@@ -82,9 +82,11 @@ class ThreadView {
     this.sendButton.disabled = true;
     this.follower = new RunFollower(this.api, runId, {
       "run.status": (run) => this.showRun(run),
-      "message.completed": (message) => this.addMessage(message),
+      // Events with a `depth` are a child run's (an agent this one called): not this thread's.
+      "message.completed": (message) => message.depth || this.addMessage(message),
       "message.delta": ({ message_id, delta }) => this.addDelta(message_id, delta),
-      "step.completed": ({ step_count, cost_rupiah }) => this.showStep(step_count, cost_rupiah),
+      "step.completed": ({ step_count, cost_rupiah, depth }) =>
+        depth || this.showStep(step_count, cost_rupiah),
       connection: (state) => this.runBar.classList.toggle("reconnecting", state !== "open"),
       failure: (error) => {
         show(this.problem, errorBox(error));
