@@ -9,8 +9,11 @@ import json
 from decimal import Decimal
 from typing import Any
 
+from sqlalchemy import delete, update
+
 from juru.engine.worker import Worker
 from juru.store.run_log import events_after
+from juru.store.tables import runs, threads
 from juru.store.usage import charges_of_run
 from tests.support.fake_openai import FakeOpenAIServer
 from tests.support.hosted import WEATHER_TOOL, HostedHarness, api_error
@@ -295,6 +298,40 @@ class TestRecovery:
         assert (await hosted.get_run(child["id"]))["output"] == "helped"
         assert (await hosted.get_run(run["id"]))["output"] == "done"
         assert len(fake_openai.requests()) == 3
+
+    async def test_a_parent_killed_before_its_step_write_starts_its_child_once(
+        self, hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+    ) -> None:
+        hosted = hosted_openai
+        helper = await agent(hosted, "Helper")
+        boss = await agent(hosted, "Boss", agent_tools=calls_of(("helper", helper)))
+        fake_openai.script(
+            [call("helper", "call_h", input="work"), {"content": "helped"}, {"content": "done"}]
+        )
+        run = await start(hosted, boss)
+        worker = Worker(hosted.context.run_context(), concurrency=1, name="once")
+        hosted.workers.append(worker)
+        assert await worker.fill_slots() == 1
+        await worker.drain()
+        [lost] = await children(hosted, run["id"])
+        # As if the process died after the checkpoint (the pause) and before the write that
+        # starts the child and gives up the lease: no child, the run leased to a dead worker.
+        async with hosted.context.engine.begin() as connection:
+            await connection.execute(delete(runs).where(runs.c.id == lost["id"]))
+            await connection.execute(delete(threads).where(threads.c.id == lost["thread_id"]))
+            await connection.execute(
+                update(runs)
+                .where(runs.c.id == run["id"])
+                .values(lease_owner="dead", lease_expires_at=hosted.clock.now())
+            )
+        hosted.clock.advance(1)
+        assert await work_one_at_a_time(hosted) == 3  # the parent again, the child, the parent
+        [child] = await children(hosted, run["id"])
+        assert child["output"] == "helped"
+        assert (await hosted.get_run(run["id"]))["output"] == "done"
+        assert len(fake_openai.requests()) == 3  # the parent's first call was not made again
+        charges = await charges_of_run(hosted.context.engine, run["id"])
+        assert [c["step"] for c in charges] == [1, 2]
 
 
 class TestDepth:
