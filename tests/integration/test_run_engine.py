@@ -33,6 +33,23 @@ async def statuses(hosted: HostedHarness) -> dict[str, str]:
     return {row.id: row.status for row in rows}
 
 
+async def checkpoint_rows(hosted: HostedHarness, thread_key: str) -> int:
+    """Rows of the thread in every table of LangGraph's saver (checkpoints, pending writes and,
+    on PostgreSQL, channel values)."""
+    if hosted.context.engine.dialect_name == "sqlite":
+        tables = ("checkpoints", "writes")
+    else:
+        tables = ("checkpoints", "checkpoint_writes", "checkpoint_blobs")
+    async with hosted.context.engine.connect() as connection:
+        counts = [
+            await connection.scalar(
+                text(f"SELECT count(*) FROM {table} WHERE thread_id = :t"), {"t": thread_key}
+            )
+            for table in tables
+        ]
+    return sum(counts)
+
+
 class TestTheHappyPath:
     async def test_queued_running_requires_action_running_succeeded(
         self, hosted: HostedHarness
@@ -94,11 +111,14 @@ class TestTheHappyPath:
         await hosted.work()
         key = hosted_thread_key(run["thread_id"])
         assert await count_checkpoints(hosted.context.checkpointer, key) == 1
+        rows_after_one_run = await checkpoint_rows(hosted, key)
         second = await hosted.start_run(run["thread_id"], "What is the weather in Bandung?")
         await hosted.work()
         await hosted.answer(await hosted.get_run(second.json()["id"]))
         await hosted.work()
         assert await count_checkpoints(hosted.context.checkpointer, key) == 1
+        # Nothing of the older checkpoints is left behind: not their writes, not their values.
+        assert await checkpoint_rows(hosted, key) == rows_after_one_run
         state = await hosted.context.checkpointer.aget({"configurable": {"thread_id": key}})
         assert state is not None and len(state["channel_values"]["messages"]) == 8
 

@@ -48,6 +48,11 @@ def log_grew(run_id: str) -> str:
     return LOG_GREW + run_id
 
 
+def lease_moved(run_id: str) -> str:
+    """The payload saying that only the run's lease changed (its watchers care, not streams)."""
+    return LEASE + run_id
+
+
 @dataclass(eq=False)
 class Follower:
     """What woke a stream following a run, in the order it arrived: text deltas, and `None`
@@ -220,7 +225,7 @@ class LocalRunEvents:
         await self._publish(log_grew(run_id))
 
     async def publish_lease(self, run_id: str) -> None:
-        await self._publish(LEASE + run_id)
+        await self._publish(lease_moved(run_id))
 
     async def publish_delta(self, run_id: str, delta: dict[str, Any]) -> None:
         text = json.dumps(delta, ensure_ascii=False, separators=(",", ":"))

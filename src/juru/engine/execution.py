@@ -43,8 +43,8 @@ from juru.engine.machine import RunMachine
 from juru.engine.transcript import transcript_entries
 from juru.models.catalog import ModelCatalog, ProviderNotConfiguredError, UnknownModelError
 from juru.store import hosted as hosted_store
+from juru.store.checkpointer import reading_once
 from juru.store.outage import is_outage
-from juru.store.pruning import prune_checkpoints
 from juru.store.records import RunRecord
 from juru.store.steps import StatusChange, StepWrite
 from juru.store.transcript import append_run_messages
@@ -147,7 +147,9 @@ class RunExecution:
         done = asyncio.Event()
         guard = asyncio.create_task(self._guard_lease(main, done))
         try:
-            await self._execute()
+            # The state read that decides how to go on is the graph's own first read too.
+            with reading_once():
+                await self._execute()
         except LeaseLostError:
             self.lease_lost = True
             logger.info("run %s left worker %s mid-step", self.run.id, self.worker)
@@ -449,6 +451,8 @@ class RunExecution:
             status=status,
             run_values={"hold_id": None, "hold_rupiah": None} if self.names_pre_hold else {},
             new_steps=tuple(self.unwritten_steps),
+            # A pause or an end comes after the graph saved its checkpoint: the older ones go.
+            prune_thread=self.thread_key if status is not None else None,
         )
         if not await self.machine.record_step(step, self.context.meter.rules):
             await self._charge_orphans()
@@ -514,5 +518,3 @@ class RunExecution:
             await self._write(change)
         except LeaseLostError:
             logger.info("run %s was no longer worker %s's to settle", self.run.id, self.worker)
-            return
-        await asyncio.shield(prune_checkpoints(self.context.checkpointer, self.thread_key))

@@ -163,7 +163,12 @@ def open_database(database: DatabaseUrl, busy_timeout_ms: int = SQLITE_BUSY_TIME
         )
     # Last in, first out: the connections a burst opened sit idle at the bottom of the pool
     # instead of taking turns, so the ones in use stay fresh and need no ping (a transaction).
-    engine = create_async_engine(database.async_url(), pool_use_lifo=True)
+    # No server-side prepared statements: psycopg drops them all at every ROLLBACK (which ends
+    # each read), and then sends a `DEALLOCATE ALL` of its own: a round trip and a transaction
+    # more, for statements that rarely lived long enough to be prepared.
+    engine = create_async_engine(
+        database.async_url(), pool_use_lifo=True, connect_args={"prepare_threshold": None}
+    )
     ping_after_idle(engine.sync_engine)
     return Database(engine)
 

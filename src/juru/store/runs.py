@@ -5,7 +5,7 @@ never both move a run.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -21,7 +21,7 @@ from juru.store.pages import Page, PageRequest
 from juru.store.records import RunRecord
 from juru.store.run_log import append_events, append_to_logs, status_event
 from juru.store.tables import ACTIVE_RUN_STATUSES, runs
-from juru.store.transactions import Notice, write
+from juru.store.transactions import Notice, notify, write
 
 
 class ThreadBusyError(RuntimeError):
@@ -216,10 +216,16 @@ async def transition_run(
 
 
 async def claim_runs(
-    engine: Database, worker: str, now: datetime, lease_seconds: float, limit: int = 1
+    engine: Database,
+    worker: str,
+    now: datetime,
+    lease_seconds: float,
+    limit: int = 1,
+    notices_for: Callable[[Sequence[RunRecord]], Sequence[Notice]] | None = None,
 ) -> list[RunRecord]:
     """Take up to `limit` of the oldest runs that need a worker (queued, resumed, or left by a
-    dead worker) in one statement; fewer than `limit` means none is left."""
+    dead worker) in one statement; fewer than `limit` means none is left. `notices_for` names
+    what the same transaction tells the other processes of the runs it claimed."""
     claimable = or_(
         runs.c.status == RunStatus.QUEUED.value,
         and_(
@@ -258,7 +264,10 @@ async def claim_runs(
         # Only a claim makes `attempts` grow: 1 means the run was queued until now.
         started = [(row.id, status_event(row._mapping)) for row in rows if row.attempts == 1]
         append_to_logs(connection, started, now)
-        return sorted((RunRecord.from_row(row._mapping) for row in rows), key=lambda r: r.id)
+        claimed = sorted((RunRecord.from_row(row._mapping) for row in rows), key=lambda r: r.id)
+        if claimed and notices_for is not None:
+            notify(connection, notices_for(claimed))
+        return claimed
 
     return await write(engine, execute)
 

@@ -1,5 +1,6 @@
 """A run's step, written whole: transcript rows, step count, charge, balance and status change
-commit in one transaction, or none of them does.
+(and, when the run pauses or ends, the pruning of its older checkpoints) commit in one
+transaction, or none of them does.
 
 Every part is safe to write twice (a step redone after a crash): transcript rows are keyed by
 message id (a second write of an id updates its row in place), a charge by its `charge_key`
@@ -19,6 +20,7 @@ from sqlalchemy import Connection, update
 from juru.core.money import PriceRules
 from juru.core.states import RunStatus, check_transition
 from juru.store.database import Database
+from juru.store.pruning import keep_latest_checkpoints
 from juru.store.run_log import (
     RUN_VIEW_COLUMNS,
     append_events,
@@ -59,6 +61,8 @@ class StepWrite:
     run_values: dict[str, Any] = field(default_factory=dict)
     # The model steps this write completes (a `step.completed` event each).
     new_steps: Sequence[int] = ()
+    # The checkpoint thread whose older checkpoints this write drops (the run pauses or ends).
+    prune_thread: str | None = None
 
 
 _VIEW = [runs.c[name] for name in RUN_VIEW_COLUMNS]
@@ -100,6 +104,8 @@ async def record_step(
         if step.status is not None:
             events.append(status_event(row._mapping))
         append_events(connection, step.run_id, events, step.now)
+        if step.prune_thread is not None:
+            keep_latest_checkpoints(connection, step.prune_thread)
 
     try:
         await write(engine, work, notices)
