@@ -240,13 +240,15 @@ class HostedAgent:
         assert isinstance(reply, AIMessage)
         return reply
 
-    def after_llm(self, state: HostedState) -> str:
+    # Nodes and routes are coroutines: LangGraph runs a plain function in a thread of the
+    # executor (a hop there and back at every step).
+    async def after_llm(self, state: HostedState) -> str:
         calls = unanswered_calls(state["messages"])
         if any(call["name"] in self.builtin_tools for call in calls):
             return BUILTIN_TOOLS_NODE
         return CLIENT_TOOLS_NODE if calls else END
 
-    def after_builtins(self, state: HostedState) -> str:
+    async def after_builtins(self, state: HostedState) -> str:
         return CLIENT_TOOLS_NODE if unanswered_calls(state["messages"]) else LLM_NODE
 
     async def builtin_tools_node(
@@ -301,7 +303,7 @@ class HostedAgent:
             return error_result(call, f"Error: {type(error).__name__}: {error}"), 0
         return ToolMessage(content, tool_call_id=call["id"], name=call["name"]), cost
 
-    def client_tools_node(self, state: HostedState, config: RunnableConfig) -> dict[str, Any]:
+    async def client_tools_node(self, state: HostedState, config: RunnableConfig) -> dict[str, Any]:
         calls = unanswered_calls(state["messages"])
         unknown = [
             error_result(call, f"Error: this agent has no tool named {call['name']!r}.")
