@@ -189,7 +189,7 @@ class RunExecution:
     async def _guard_lease(self, main: asyncio.Task[Any], done: asyncio.Event) -> None:
         """Renew the lease; the moment the run is no longer ours, cancel the execution."""
         interval = self.machine.limits.lease_seconds / 3
-        async with self.machine.events.watch(self.run.id) as changed:
+        async with self.machine.events.watch(self.run.id, leases=True) as changed:
             while not done.is_set():
                 waits = [asyncio.ensure_future(changed.wait()), asyncio.ensure_future(done.wait())]
                 await asyncio.wait(waits, timeout=interval, return_when=asyncio.FIRST_COMPLETED)
