@@ -123,6 +123,43 @@ class TestTheHappyPath:
         assert state is not None and len(state["channel_values"]["messages"]) == 8
 
 
+class TestTheAgentOfAClaim:
+    async def test_an_unchanged_agent_is_not_read_again_and_an_edit_is_seen(
+        self, hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+    ) -> None:
+        fake_openai.script([{"content": "one"}, {"content": "two"}, {"content": "three"}])
+        agent = await hosted_openai.create_agent(model_id=OPENAI_MODEL, system_prompt="First.")
+        thread = await hosted_openai.create_thread(agent["id"])
+        reads: list[str] = []
+
+        def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+            if statement.lstrip().upper().startswith("SELECT") and "FROM agents" in statement:
+                reads.append(statement)
+
+        async def one_run() -> None:
+            response = await hosted_openai.start_run(thread["id"], "Hi")
+            assert response.status_code == 202, response.text
+            event.listen(Engine, "before_cursor_execute", count)
+            try:
+                await hosted_openai.work()
+            finally:
+                event.remove(Engine, "before_cursor_execute", count)
+            assert (await hosted_openai.get_run(response.json()["id"]))["status"] == "succeeded"
+
+        await one_run()
+        assert len(reads) == 1  # the first claim of the agent reads it
+        await one_run()
+        assert len(reads) == 1  # the claim said it has not changed
+        edited = await hosted_openai.client.patch(
+            f"/v1/agents/{agent['id']}", json={"system_prompt": "Second."}
+        )
+        assert edited.status_code == 200, edited.text
+        await one_run()
+        assert len(reads) == 2
+        prompts = [request["messages"][0]["content"] for request in fake_openai.requests()]
+        assert prompts == ["First.", "First.", "Second."]
+
+
 class TestFailures:
     async def test_step_limit(self, hosted: HostedHarness) -> None:
         run = await hosted.new_run(max_steps=1)

@@ -215,13 +215,19 @@ class RunExecution:
                     return
 
     async def _agent(self) -> Pregel[Any, Any, Any, Any] | None:
-        found = await hosted_store.agent_and_tier(
-            self.machine.engine, self.run.account_id, self.run.agent_id
-        )
-        if found is None:
-            await self.machine.fail(self.run, "the agent was deleted", worker=self.worker)
-            return None
-        agent, self.tier = found
+        graphs = self.context.graphs
+        remembered = graphs.known_agent(self.run.agent_id, self.run.agent_revision)
+        if remembered is not None and self.run.account_tier is not None:
+            agent, self.tier = remembered, self.run.account_tier
+        else:
+            found = await hosted_store.agent_and_tier(
+                self.machine.engine, self.run.account_id, self.run.agent_id
+            )
+            if found is None:
+                await self.machine.fail(self.run, "the agent was deleted", worker=self.worker)
+                return None
+            agent, self.tier = found
+            graphs.remember(agent)
         try:
             model = self.context.catalog.chat_model(agent.model_id, self.context.provider_env)
         except Exception as error:

@@ -20,7 +20,7 @@ from juru.store.hosted import page_of
 from juru.store.pages import Page, PageRequest
 from juru.store.records import RunRecord
 from juru.store.run_log import append_events, append_to_logs, status_event
-from juru.store.tables import ACTIVE_RUN_STATUSES, runs
+from juru.store.tables import ACTIVE_RUN_STATUSES, accounts, agents, runs
 from juru.store.transactions import Notice, notify, write
 
 
@@ -215,6 +215,19 @@ async def transition_run(
         return None
 
 
+# What a worker needs of a claimed run's agent, without a read of its own when it knows the
+# agent in this revision already: the agent's `revision`, and the tier that prices its calls.
+_AGENT_REVISION = (
+    select(agents.c.revision)
+    .where(agents.c.id == runs.c.agent_id, agents.c.account_id == runs.c.account_id)
+    .scalar_subquery()
+    .label("agent_revision")
+)
+_ACCOUNT_TIER = (
+    select(accounts.c.tier).where(accounts.c.id == runs.c.account_id).scalar_subquery()
+).label("account_tier")
+
+
 async def claim_runs(
     engine: Database,
     worker: str,
@@ -256,7 +269,7 @@ async def claim_runs(
             attempts=runs.c.attempts + 1,
             updated_at=now,
         )
-        .returning(*runs.c)
+        .returning(*runs.c, _AGENT_REVISION, _ACCOUNT_TIER)
     )
 
     def execute(connection: Connection) -> list[RunRecord]:
