@@ -39,6 +39,8 @@ class AgentRecord(_Record):
     max_steps: int
     created_at: datetime
     updated_at: datetime
+    # `[{"name", "url"?, "headers"?, "allowed_tools"?}]`; None when the agent names none.
+    mcp_servers: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
