@@ -28,6 +28,7 @@ from tests.support.mcp_servers import (
     STDIO_SCRIPT,
     ThreadedMcpServer,
     mcp2_server,
+    refusing_port,
 )
 
 MODEL = "openai/gpt-4o-mini"
@@ -167,15 +168,23 @@ async def test_a_server_going_down_mid_run_is_an_error_result_and_the_run_succee
             {"content": "The server went away."},
         ]
     )
-    with ThreadedMcpServer() as flaky:
+    with ThreadedMcpServer() as flaky, refusing_port() as port:
+        # A server that refuses connections from the start only adds no tools.
+        servers = [
+            {"name": "flaky", "url": flaky.url},
+            {"name": "gone", "url": f"http://127.0.0.1:{port}/mcp"},
+        ]
         async with mcp_harness(settings_factory, fake_openai) as hosted:
-            run, messages = await run_with(hosted, [{"name": "flaky", "url": flaky.url}])
+            run, messages = await run_with(hosted, servers)
     assert run["status"] == "succeeded", run["error"]
     assert run["output"] == "The server went away."
+    assert sorted(offered_tools(fake_openai))[:2] == ["flaky__add", "flaky__big"]
+    assert not [name for name in offered_tools(fake_openai) if name.startswith("gone")]
     went, lost = tool_results(messages)
     assert went["content"] == "going down"
     assert lost["name"] == "flaky__echo"
     assert lost["content"].startswith("Error: the call to MCP server 'flaky' failed"), lost
+    assert "ConnectError" in lost["content"], lost
 
 
 @SQLITE_ONLY

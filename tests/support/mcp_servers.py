@@ -31,6 +31,17 @@ BIG_RESULT_CHARACTERS = 50_000
 REQUIRE_MCP2 = os.environ.get("JURU_REQUIRE_MCP2") == "1"
 
 
+@contextmanager
+def refusing_port() -> Iterator[int]:
+    """A port bound but not listening while the block runs: connections to it are refused."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind(("127.0.0.1", 0))
+        yield sock.getsockname()[1]
+    finally:
+        sock.close()
+
+
 def listening_socket() -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -41,7 +52,7 @@ def listening_socket() -> socket.socket:
 
 def tools_server() -> FastMCP:
     """The test tools: `echo`, `add`, `whoami` (the X-Token header it was sent), `big` (a long
-    result), `fail` (a tool error) and `go_down` (every later request is refused)."""
+    result) and `fail` (a tool error)."""
     server = FastMCP("juru-test-tools", stateless_http=True, json_response=True)
 
     @server.tool()
@@ -75,12 +86,10 @@ def tools_server() -> FastMCP:
 
 
 class Recorder:
-    """ASGI middleware: counts the JSON-RPC methods the server is sent, and once `down` is set
-    answers every new session 503 (the session that set it ends normally)."""
+    """ASGI middleware: counts the JSON-RPC methods the server is sent."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self.down = False
         self.methods: Counter[str] = Counter()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -95,10 +104,6 @@ class Recorder:
                 break
         method = str(json.loads(body or b"{}").get("method"))
         self.methods[method] += 1
-        if self.down and method == "initialize":
-            await send({"type": "http.response.start", "status": 503, "headers": []})
-            await send({"type": "http.response.body", "body": b"down"})
-            return
 
         async def replay() -> Message:
             return {"type": "http.request", "body": body, "more_body": False}
@@ -114,9 +119,11 @@ class ThreadedMcpServer:
         self.recorder = Recorder(mcp.streamable_http_app())
 
         @mcp.tool()
-        def go_down() -> str:
-            """Stop answering after this call."""
-            self.recorder.down = True
+        async def go_down() -> str:
+            """Stop listening (in the server's event loop, before this answer is sent): every
+            later connection is refused."""
+            for listener in self.server.servers:
+                listener.close()
             return "going down"
 
         @mcp.tool()

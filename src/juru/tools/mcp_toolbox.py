@@ -21,7 +21,7 @@ from langchain_core.tools import BaseTool
 from langchain_mcp_adapters.sessions import Connection
 from langchain_mcp_adapters.tools import load_mcp_tools
 
-from juru.store.outage import is_outage
+from juru.store.outage import is_database_outage
 from juru.tools.mcp_network import NetworkPolicy
 from juru.tools.mcp_servers import OperatorServer
 
@@ -163,7 +163,7 @@ class McpToolbox:
                     server_name=name,
                 )
         except Exception as error:
-            if is_outage(error):
+            if is_database_outage(error):
                 raise
             logger.warning("MCP server %s: its tools could not be listed: %s", name, error)
             return []
@@ -201,7 +201,7 @@ class McpToolbox:
             async with asyncio.timeout(self.services.timeout_seconds):
                 answer = await found.tool.ainvoke({**request, "args": call["args"]})
         except Exception as error:
-            if is_outage(error):
+            if is_database_outage(error):
                 raise  # not the server's failure: the run stops and redoes the step later
             logger.info("MCP call %s failed: %s", name, error, exc_info=True)
             return self._error(
