@@ -1,6 +1,10 @@
-"""`McpToolbox.call`: a server's failure is an error result; a database outage is raised."""
+"""MCP tool sources without a server: `McpToolbox.call` (a server's failure is an error result,
+a database outage is raised), tool names, the address rule, the operator's file."""
 
 from __future__ import annotations
+
+import re
+from pathlib import Path
 
 import httpx
 import pytest
@@ -8,6 +12,7 @@ import sqlalchemy.exc
 from langchain_core.tools import StructuredTool
 
 from juru.tools.mcp_network import NetworkPolicy, address_problem
+from juru.tools.mcp_servers import McpConfigError, load_operator_servers
 from juru.tools.mcp_toolbox import McpServices, McpToolbox, ServerTool, model_tool_name
 
 
@@ -60,3 +65,41 @@ def test_model_tool_names_are_what_providers_accept() -> None:
 )
 def test_only_public_addresses_pass(address: str, problem: str | None) -> None:
     assert address_problem(address) == problem
+
+
+def test_the_operators_file_gives_named_servers(tmp_path: Path) -> None:
+    path = tmp_path / "mcp.toml"
+    path.write_text(
+        '[servers.files]\ncommand = "python"\nargs = ["-m", "files"]\nallowed_tools = ["read"]\n'
+        '[servers.search]\nurl = "https://search.internal/mcp"\n'
+        'headers = { Authorization = "Bearer x" }\n'
+    )
+    servers = load_operator_servers(path)
+    assert servers["files"].connection(7.0) == {
+        "transport": "stdio",
+        "command": "python",
+        "args": ["-m", "files"],
+    }
+    assert servers["files"].allowed_tools == frozenset({"read"})
+    assert servers["search"].connection(7.0)["headers"] == {"Authorization": "Bearer x"}
+    assert load_operator_servers(None) == {}
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ('[servers.x]\nurl = "https://a/mcp"\ncommand = "sh"\n', "either `url`"),
+        ("[servers.x]\nargs = []\n", "either `url`"),
+        ('[servers."a b"]\ncommand = "sh"\n', "server name 'a b'"),
+        ('[servers.x]\ncommand = "sh"\nshell = true\n', "servers.x: shell"),
+        ('[server.x]\ncommand = "sh"\n', "unknown tables ['server']"),
+        ("[servers.x\n", "JURU_MCP_SERVERS"),
+    ],
+)
+def test_a_wrong_operators_file_is_refused_saying_where(
+    tmp_path: Path, text: str, names: str
+) -> None:
+    path = tmp_path / "mcp.toml"
+    path.write_text(text)
+    with pytest.raises(McpConfigError, match=re.escape(names)):
+        load_operator_servers(path)
