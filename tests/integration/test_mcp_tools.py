@@ -285,7 +285,8 @@ async def test_each_call_checks_the_address_again(
     assert run["status"] == "succeeded", run["error"]
     triggered, refused = tool_results(messages)
     assert triggered["content"] == "triggered"
-    assert "127.0.0.1, a loopback address" in refused["content"], refused
+    assert refused["content"].startswith("Error: the call to MCP server 'm' failed"), refused
+    assert "a loopback address; MCP servers of agents must be on public" in refused["content"]
 
 
 @SQLITE_ONLY

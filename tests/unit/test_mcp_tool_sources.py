@@ -4,6 +4,8 @@ a database outage is raised), tool names, the address rule, the operator's file.
 from __future__ import annotations
 
 import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -103,3 +105,43 @@ def test_a_wrong_operators_file_is_refused_saying_where(
     path.write_text(text)
     with pytest.raises(McpConfigError, match=re.escape(names)):
         load_operator_servers(path)
+
+
+class _HostEcho(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        body = f"{self.headers['Host']} {self.path}".encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_args: object) -> None:
+        pass
+
+
+class _LoopbackPolicy(NetworkPolicy):
+    """Checks every name as the real rule would, then answers loopback (only the transport's
+    pinning is under test here)."""
+
+    asked: list[str]
+
+    async def checked_addresses(self, host: str, port: int) -> list[str]:
+        self.asked.append(host)
+        return ["127.0.0.1"]
+
+
+async def test_a_request_goes_to_the_checked_address_under_its_host_name() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _HostEcho)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        policy = _LoopbackPolicy(allow_private=False)
+        policy.asked = []
+        port = server.server_address[1]
+        async with policy.http_client() as client:
+            answer = await client.get(f"http://mcp.example.test:{port}/mcp")
+        assert answer.text == f"mcp.example.test:{port} /mcp"
+        assert policy.asked == ["mcp.example.test"]
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -25,9 +25,9 @@ class AddressRefusedError(Exception):
 
 
 async def resolve_host(host: str, port: int) -> list[str]:
-    """Every address the system resolver gives for `host`."""
+    """Every address the system resolver gives for `host`, in its order of preference."""
     infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return sorted({str(info[4][0]) for info in infos})
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
 def address_problem(address: str) -> str | None:
