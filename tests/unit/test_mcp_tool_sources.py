@@ -132,7 +132,7 @@ class _LoopbackPolicy(NetworkPolicy):
 
 async def test_a_request_goes_to_the_checked_address_under_its_host_name() -> None:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _HostEcho)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         policy = _LoopbackPolicy(allow_private=False)
