@@ -24,7 +24,12 @@ ensure_mcp2_venv() {
   stamp=".venv-mcp2/.juru-installed-$(echo "$MCP2_REQUIREMENT" | tr -c 'a-z0-9.' '_')"
   [ -f "$stamp" ] && return 0
   rm -rf .venv-mcp2
-  "$python" -m venv .venv-mcp2
-  .venv-mcp2/bin/python -m pip install --quiet --disable-pip-version-check "$MCP2_REQUIREMENT"
-  touch "$stamp"
+  if "$python" -m venv .venv-mcp2 \
+    && .venv-mcp2/bin/python -m pip install --quiet --disable-pip-version-check "$MCP2_REQUIREMENT"
+  then
+    touch "$stamp"
+  else
+    rm -rf .venv-mcp2
+    return 1
+  fi
 }

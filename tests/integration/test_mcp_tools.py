@@ -148,13 +148,16 @@ async def test_header_values_are_masked_and_the_mask_keeps_the_stored_value(
         run = await hosted.get_run(started.json()["id"])
         [result] = tool_results(await transcript(hosted, thread["id"]))
         assert run["status"] == "succeeded" and result["content"] == "token=s3cret"
-        # The mask of a header that was never stored is refused, naming the field.
-        unknown = [{**server, "headers": {"X-Other": "***"}}]
-        refused = await hosted.client.patch(
-            f"/v1/agents/{agent['id']}", json={"mcp_servers": unknown}
-        )
-        api_error(refused, 400, "invalid_request")
-        assert refused.json()["error"]["fields"][0]["path"] == "mcp_servers.0.headers.X-Other"
+        # The mask of a header that was never stored is refused, naming the field; so is the
+        # mask sent with another url (the secret would go where it was not given for).
+        for changed, path in [
+            ({"headers": {"X-Other": "***"}}, "mcp_servers.0.headers.X-Other"),
+            ({"url": mcp_server.url + "/elsewhere"}, "mcp_servers.0.headers.X-Token"),
+        ]:
+            body = {"mcp_servers": [{**agent["mcp_servers"][0], **changed}]}
+            refused = await hosted.client.patch(f"/v1/agents/{agent['id']}", json=body)
+            api_error(refused, 400, "invalid_request")
+            assert refused.json()["error"]["fields"][0]["path"] == path
 
 
 @SQLITE_ONLY

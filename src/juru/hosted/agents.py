@@ -122,19 +122,25 @@ def keep_masked_headers(
     servers: Sequence[dict[str, Any]], stored: Sequence[dict[str, Any]] | None
 ) -> list[dict[str, Any]]:
     """`servers` with each header value sent back as the mask replaced by the value stored
-    for the same server and header (400 naming the field when none is stored)."""
-    before = {server["name"]: server.get("headers") or {} for server in stored or []}
+    for the same server (same name and url) and header; 400 naming the field when there is
+    none, so a stored secret is never sent to a url it was not given for."""
+    before = {server["name"]: server for server in stored or []}
     kept: list[dict[str, Any]] = []
     for index, server in enumerate(servers):
         headers = dict(server.get("headers") or {})
         for header, value in headers.items():
             if value != HEADER_MASK:
                 continue
-            known = before.get(server["name"], {})
+            same = before.get(server["name"])
+            if same is None or same.get("url") != server.get("url"):
+                known: dict[str, str] = {}
+            else:
+                known = same.get("headers") or {}
             if header not in known:
                 raise InvalidFieldError(
                     f"mcp_servers.{index}.headers.{header}",
-                    f"{HEADER_MASK!r} stands for the stored value, and none is stored",
+                    f"{HEADER_MASK!r} stands for the value stored for this server and url, "
+                    "and there is none",
                 )
             headers[header] = known[header]
         kept.append({**server, "headers": headers} if server.get("headers") else server)
