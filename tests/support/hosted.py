@@ -38,6 +38,7 @@ AGENT_FIELDS = frozenset(
         "tools",
         "builtin_tools",
         "max_steps",
+        "mcp_servers",
         "created_at",
         "updated_at",
     }

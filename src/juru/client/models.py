@@ -33,6 +33,15 @@ class Tool(ApiObject):
     function: Function
 
 
+class McpServer(ApiObject):
+    """An MCP server whose tools an agent uses; header values come back as `***`."""
+
+    name: str
+    url: str | None = None
+    headers: dict[str, str] | None = None
+    allowed_tools: list[str] | None = None
+
+
 class Agent(ApiObject):
     id: str
     name: str
@@ -41,6 +50,7 @@ class Agent(ApiObject):
     tools: list[Tool]
     builtin_tools: list[str]
     max_steps: int
+    mcp_servers: list[McpServer] = []
     created_at: datetime
     updated_at: datetime
 

@@ -27,6 +27,7 @@ from juru.agents.hosted import (
     FUNDS_KEY,
     LLM_NODE,
     MAX_STEPS_KEY,
+    MCP_KEY,
     MESSAGE_IDS_KEY,
     TEXT_KEY,
     LoopDetectedError,
@@ -49,6 +50,7 @@ from juru.store.records import RunRecord
 from juru.store.steps import StatusChange, StepWrite
 from juru.store.transcript import append_run_messages
 from juru.store.usage import ChargeRequest, record_charges
+from juru.tools.mcp_toolbox import McpServices, McpToolbox
 from juru.tools.runtime import BuiltinServices
 
 logger = logging.getLogger(__name__)
@@ -95,6 +97,7 @@ class RunContext:
     meter: Meter
     graphs: CompiledGraphs
     builtins: BuiltinServices | None = None
+    mcp: McpServices | None = None
 
 
 class LeaseLostError(Exception):
@@ -116,6 +119,8 @@ class RunExecution:
         self.tier = ""
         self.client_tools: set[str] = set()
         self.has_builtins = False
+        # The tools of the agent's MCP servers, listed at most once in this execution.
+        self.mcp_tools: McpToolbox | None = None
         self.steps = run.step_count
         # What the next write records: transcript rows and charges not yet written.
         self.unwritten: list[dict[str, Any]] = []
@@ -242,6 +247,9 @@ class RunExecution:
         self.model_id = agent.model_id
         self.client_tools = {tool["function"]["name"] for tool in agent.tools}
         self.has_builtins = bool(agent.builtin_tools)
+        if agent.mcp_servers and self.context.mcp is not None:
+            reserved = [*self.client_tools, *agent.builtin_tools]
+            self.mcp_tools = self.context.mcp.for_run(agent.mcp_servers, reserved)
         return self.context.graphs.get(agent, model)
 
     async def hold(
@@ -315,6 +323,8 @@ class RunExecution:
         if self.context.builtins is not None:
             builtins = self.context.builtins.for_run(self.run.account_id, self.run.id)
             configurable[BUILTIN_KEY] = builtins
+        if self.mcp_tools is not None:
+            configurable[MCP_KEY] = self.mcp_tools
         return runner.RunOptions(
             configurable=configurable,
             metadata={RUN_ID_KEY: self.run.id},
@@ -323,8 +333,9 @@ class RunExecution:
             # Client-tool agents save their checkpoint when the run pauses or ends, not after
             # every node: a crash redoes at most the model steps since the last pause, each
             # recorded and charged once (stable ids, charge keys). Built-in calls are not keyed,
-            # so agents with built-in tools keep a checkpoint per step.
-            durability="async" if self.has_builtins else "exit",
+            # so agents with built-in tools (or MCP servers, whose calls act elsewhere) keep a
+            # checkpoint per step.
+            durability="async" if self.has_builtins or self.mcp_tools is not None else "exit",
         )
 
     async def _execute(self) -> None:

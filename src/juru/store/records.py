@@ -42,6 +42,8 @@ class AgentRecord(_Record):
     created_at: datetime
     updated_at: datetime
     revision: int = 1
+    # `[{"name", "url"?, "headers"?, "allowed_tools"?}]`; None when the agent names none.
+    mcp_servers: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
