@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from bench.harness import POSTGRES_URL, REPO, FakeModel, tree_cpu_seconds
+from bench.harness import POSTGRES_URL, REPO, FakeModel, settled_pg_stats, tree_cpu_seconds
 from tests.support.server import ServerProcess, free_port
 
 AEGRA_VERSION = "0.6.0"
@@ -87,15 +87,9 @@ def _admin(statement: str) -> None:
 
 
 def pg_commits() -> int | None:
-    """Transactions committed in Aegra's database so far (pg_stat_database)."""
-    import psycopg
-
-    with psycopg.connect(f"{POSTGRES_URL}/postgres", autocommit=True) as connection:
-        connection.execute("SELECT pg_stat_clear_snapshot()")
-        row = connection.execute(
-            "SELECT xact_commit FROM pg_stat_database WHERE datname = %s", (DATABASE,)
-        ).fetchone()
-    return int(row[0]) if row else None
+    """Transactions committed in Aegra's database so far (pg_stat_database, settled)."""
+    stats = settled_pg_stats(DATABASE)
+    return None if stats is None else stats["commits"]
 
 
 class AegraServer:

@@ -155,6 +155,39 @@ class FakeModel:
                 self.process.stdout.close()
 
 
+# A server process reports its statistics when idle, at most once a second: figures read less
+# than that after the work may still miss some of its transactions.
+STATS_SETTLE_SECONDS = 1.2
+STATS_SETTLE_LIMIT_SECONDS = 15.0
+
+
+def settled_pg_stats(database: str, settle: bool = True) -> dict[str, int] | None:
+    """`xact_commit` and `sessions` of `database` (pg_stat_database) once they stopped moving:
+    two readings STATS_SETTLE_SECONDS apart agree (each backend flushes its counts when idle, at
+    most once a second, so a reading right after the work would leave its tail to the next
+    window). Under a steady load (`settle=False`) a plain reading is as good at either end."""
+    import psycopg
+
+    def read() -> dict[str, int] | None:
+        with psycopg.connect(f"{POSTGRES_URL}/postgres", autocommit=True) as connection:
+            connection.execute("SELECT pg_stat_clear_snapshot()")
+            row = connection.execute(
+                "SELECT xact_commit, sessions FROM pg_stat_database WHERE datname = %s",
+                (database,),
+            ).fetchone()
+        return {"commits": int(row[0]), "sessions": int(row[1])} if row else None
+
+    deadline = time.monotonic() + STATS_SETTLE_LIMIT_SECONDS
+    stats = read()
+    while settle and time.monotonic() < deadline:
+        time.sleep(STATS_SETTLE_SECONDS)
+        again = read()
+        if again == stats:
+            break
+        stats = again
+    return stats
+
+
 @dataclass
 class Database:
     """A fresh database for one server: a SQLite file, or a new PostgreSQL database."""
@@ -177,20 +210,10 @@ class Database:
         run_juru(self.url, "db", "upgrade", cwd=self.workdir)
         return self
 
-    def pg_stats(self) -> dict[str, int] | None:
+    def pg_stats(self, settle: bool = True) -> dict[str, int] | None:
         """Transactions committed and sessions opened in this database so far (PostgreSQL's
-        statistics; None on SQLite). They lag a little: read them after the work settled."""
-        if not self._pg_name:
-            return None
-        import psycopg
-
-        with psycopg.connect(f"{POSTGRES_URL}/postgres", autocommit=True) as connection:
-            connection.execute("SELECT pg_stat_clear_snapshot()")
-            row = connection.execute(
-                "SELECT xact_commit, sessions FROM pg_stat_database WHERE datname = %s",
-                (self._pg_name,),
-            ).fetchone()
-        return {"commits": int(row[0]), "sessions": int(row[1])} if row else None
+        statistics, see `settled_pg_stats`; None on SQLite)."""
+        return settled_pg_stats(self._pg_name, settle) if self._pg_name else None
 
     def commits(self) -> int | None:
         stats = self.pg_stats()

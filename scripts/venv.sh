@@ -15,3 +15,21 @@ ensure_venv() {
   rm -f .venv/.juru-installed-*
   touch "$stamp-$extras"
 }
+
+# ./.venv-mcp2: the newest official MCP SDK (2.x, which cannot share .venv with the 1.x line
+# that langchain-mcp-adapters needs), for the test that runs a 2.x server against Juru's client.
+MCP2_REQUIREMENT="mcp==2.3.0"
+ensure_mcp2_venv() {
+  local python="${PYTHON:-python3}" stamp
+  stamp=".venv-mcp2/.juru-installed-$(echo "$MCP2_REQUIREMENT" | tr -c 'a-z0-9.' '_')"
+  [ -f "$stamp" ] && return 0
+  rm -rf .venv-mcp2
+  if "$python" -m venv .venv-mcp2 \
+    && .venv-mcp2/bin/python -m pip install --quiet --disable-pip-version-check "$MCP2_REQUIREMENT"
+  then
+    touch "$stamp"
+  else
+    rm -rf .venv-mcp2
+    return 1
+  fi
+}

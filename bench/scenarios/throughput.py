@@ -29,14 +29,14 @@ async def measure_lanes(
     try:
         await asyncio.sleep(warmup)  # the load runs meanwhile: this is the warm-up, not a sync
         model0, server0 = bench.model.stats(), bench.server.cpu_seconds()
-        pg0 = bench.database.pg_stats()
+        pg0 = bench.database.pg_stats(settle=False)
         client0, started = time.process_time(), time.monotonic()
         profiler = Profiler(bench.server.pid, profile, 97).start() if profile else None
         await asyncio.sleep(window)  # the measurement window
         model1, server1 = bench.model.stats(), bench.server.cpu_seconds()
         client1, elapsed = time.process_time(), time.monotonic() - started
         samples = profiler.stop() if profiler else None
-        pg1 = bench.database.pg_stats()
+        pg1 = bench.database.pg_stats(settle=False)
     finally:
         for task in lanes:
             task.cancel()

@@ -41,6 +41,9 @@ from juru.store.database import Database, open_database
 from juru.store.migrations import upgrade_to_head
 from juru.store.transactions import wait_for_writes
 from juru.store.urls import DatabaseUrl
+from juru.tools.mcp_network import NetworkPolicy
+from juru.tools.mcp_servers import load_operator_servers
+from juru.tools.mcp_toolbox import McpServices
 from juru.tools.runtime import BuiltinPrices, BuiltinServices
 from juru.tools.speech import EspeakSynthesizer
 
@@ -66,6 +69,7 @@ class AppContext:
     accounts: AccountAdmin
     runtime: RuntimeService
     builtins: BuiltinServices
+    mcp: McpServices
     files: FileService
     documents: DocumentLibrary
     graphs: CompiledGraphs
@@ -79,6 +83,7 @@ class AppContext:
             self.meter,
             self.graphs,
             self.builtins,
+            self.mcp,
             self.settings.max_agent_depth,
         )
 
@@ -117,6 +122,16 @@ def run_events(database: DatabaseUrl) -> RunEvents:
     return PostgresRunEvents(database.libpq_dsn())
 
 
+def mcp_services(settings: Settings) -> McpServices:
+    """The operator's MCP servers (`JURU_MCP_SERVERS`, read once here) and the network rule
+    for agents' own servers."""
+    return McpServices(
+        operators=load_operator_servers(settings.mcp_servers),
+        network=NetworkPolicy(allow_private=settings.mcp_allow_private_networks),
+        timeout_seconds=settings.mcp_timeout_seconds,
+    )
+
+
 @contextlib.asynccontextmanager
 async def open_context(
     settings: Settings, clock: Clock | None = None, limits: RunLimits | None = None
@@ -124,6 +139,7 @@ async def open_context(
     """Open the database (migrating SQLite), the checkpointer, run events and the services."""
     database = DatabaseUrl.parse(settings.database_url)
     catalog = load_catalog(settings)
+    mcp = mcp_services(settings)
     features = merge_features(
         [
             builtin_features(settings, catalog),
@@ -183,6 +199,7 @@ async def open_context(
                         meter,
                         settings.stream_heartbeat_seconds,
                         settings.stream_token_seconds,
+                        mcp,
                     ),
                     meter=meter,
                     chat=ChatCompletions(catalog, meter, settings.provider_env),
@@ -190,6 +207,7 @@ async def open_context(
                     accounts=accounts,
                     runtime=RuntimeService(runtime_agents, engine, checkpointer, clock.now),
                     builtins=builtin_services(settings, engine, storage, meter, clock),
+                    mcp=mcp,
                     files=FileService(engine, storage),
                     documents=DocumentLibrary(
                         engine,

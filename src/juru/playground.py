@@ -17,6 +17,7 @@ from juru import runner
 from juru.agents.features import Feature
 from juru.agents.registry import FeatureRegistry
 from juru.review import InvalidReviewError
+from juru.store.checkpointer import reading_once
 from juru.store.database import Database
 from juru.store.playground_threads import claim_playground_thread, playground_thread_feature
 
@@ -99,7 +100,8 @@ class Playground:
         thread_id = thread_id or new_thread_id()
         async with self._lock(thread_id):
             await self._check_thread(thread_id, feature, claim=True)
-            with _refusals(thread_id):
+            # The runner's look at the thread's state is the graph's first load too.
+            with _refusals(thread_id), reading_once():
                 turn = await runner.send_message(
                     agent, message, checkpoint_thread(thread_id), max_steps
                 )
@@ -143,7 +145,7 @@ class Playground:
         agent = await self._agent(feature)
         async with self._lock(thread_id):
             await self._check_thread(thread_id, feature, claim=False)
-            with _refusals(thread_id):
+            with _refusals(thread_id), reading_once():
                 turn = await runner.resume(agent, value, checkpoint_thread(thread_id), max_steps)
         turn.thread_id = thread_id
         return turn

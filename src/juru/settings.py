@@ -205,6 +205,23 @@ class Settings(BaseSettings):
         description="The most characters (all text of all messages) one run input or chat "
         "completion request may carry.",
     )
+    mcp_servers: Path | None = Field(
+        default=None,
+        description="A TOML file of operator-defined MCP servers (Streamable HTTP or stdio) "
+        "that agents name in `mcp_servers` by name only.",
+    )
+    mcp_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        le=600,
+        description="How long one MCP tool call (or one listing of a server's tools) may take, "
+        "connecting included, before it becomes an error result for the model.",
+    )
+    mcp_allow_private_networks: bool = Field(
+        default=False,
+        description="Let agents' own MCP servers be on loopback, link-local and private "
+        "addresses (refused by default; operator-defined servers are always allowed).",
+    )
     text_to_speech_rupiah_per_1k_chars: Decimal = Field(default=Decimal(250), ge=0)
     rag_search_rupiah_per_call: Decimal = Field(default=Decimal(50), ge=0)
     provider_env: dict[str, str] = Field(

@@ -33,6 +33,23 @@ async def statuses(hosted: HostedHarness) -> dict[str, str]:
     return {row.id: row.status for row in rows}
 
 
+async def checkpoint_rows(hosted: HostedHarness, thread_key: str) -> int:
+    """Rows of the thread in every table of LangGraph's saver (checkpoints, pending writes and,
+    on PostgreSQL, channel values)."""
+    if hosted.context.engine.dialect_name == "sqlite":
+        tables = ("checkpoints", "writes")
+    else:
+        tables = ("checkpoints", "checkpoint_writes", "checkpoint_blobs")
+    async with hosted.context.engine.connect() as connection:
+        counts = [
+            await connection.scalar(
+                text(f"SELECT count(*) FROM {table} WHERE thread_id = :t"), {"t": thread_key}
+            )
+            for table in tables
+        ]
+    return sum(counts)
+
+
 class TestTheHappyPath:
     async def test_queued_running_requires_action_running_succeeded(
         self, hosted: HostedHarness
@@ -94,13 +111,53 @@ class TestTheHappyPath:
         await hosted.work()
         key = hosted_thread_key(run["thread_id"])
         assert await count_checkpoints(hosted.context.checkpointer, key) == 1
+        rows_after_one_run = await checkpoint_rows(hosted, key)
         second = await hosted.start_run(run["thread_id"], "What is the weather in Bandung?")
         await hosted.work()
         await hosted.answer(await hosted.get_run(second.json()["id"]))
         await hosted.work()
         assert await count_checkpoints(hosted.context.checkpointer, key) == 1
+        # Nothing of the older checkpoints is left behind: not their writes, not their values.
+        assert await checkpoint_rows(hosted, key) == rows_after_one_run
         state = await hosted.context.checkpointer.aget({"configurable": {"thread_id": key}})
         assert state is not None and len(state["channel_values"]["messages"]) == 8
+
+
+class TestTheAgentOfAClaim:
+    async def test_an_unchanged_agent_is_not_read_again_and_an_edit_is_seen(
+        self, hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+    ) -> None:
+        fake_openai.script([{"content": "one"}, {"content": "two"}, {"content": "three"}])
+        agent = await hosted_openai.create_agent(model_id=OPENAI_MODEL, system_prompt="First.")
+        thread = await hosted_openai.create_thread(agent["id"])
+        reads: list[str] = []
+
+        def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+            if statement.lstrip().upper().startswith("SELECT") and "FROM agents" in statement:
+                reads.append(statement)
+
+        async def one_run() -> None:
+            response = await hosted_openai.start_run(thread["id"], "Hi")
+            assert response.status_code == 202, response.text
+            event.listen(Engine, "before_cursor_execute", count)
+            try:
+                await hosted_openai.work()
+            finally:
+                event.remove(Engine, "before_cursor_execute", count)
+            assert (await hosted_openai.get_run(response.json()["id"]))["status"] == "succeeded"
+
+        await one_run()
+        assert len(reads) == 1  # the first claim of the agent reads it
+        await one_run()
+        assert len(reads) == 1  # the claim said it has not changed
+        edited = await hosted_openai.client.patch(
+            f"/v1/agents/{agent['id']}", json={"system_prompt": "Second."}
+        )
+        assert edited.status_code == 200, edited.text
+        await one_run()
+        assert len(reads) == 2
+        prompts = [request["messages"][0]["content"] for request in fake_openai.requests()]
+        assert prompts == ["First.", "First.", "Second."]
 
 
 class TestFailures:

@@ -149,14 +149,20 @@ async def test_followers_are_woken_by_log_growth_and_get_deltas_watchers_are_not
             ]
 
 
-async def test_a_lease_change_wakes_watchers_but_not_followers(pair: Pair) -> None:
+async def test_a_lease_change_wakes_lease_watchers_only(pair: Pair) -> None:
     api, worker = pair
-    async with api.follow("run_l") as follower, api.watch("run_l") as guard:
+    follow, guard, status = api.follow("run_l"), api.watch("run_l", leases=True), api.watch("run_l")
+    async with follow as follower, guard as lease_moved, status as status_changed:
         follower.take()
         follower.wake.clear()
         await worker.publish_lease("run_l")
-        await asyncio.wait_for(guard.wait(), WAKE_SECONDS)
+        await asyncio.wait_for(lease_moved.wait(), WAKE_SECONDS)
         assert follower.take() == [] and not follower.wake.is_set()
+        assert not status_changed.is_set()  # a `?wait=` has nothing to read again
+        lease_moved.clear()
+        await worker.publish("run_l")  # a status change reaches every watcher
+        await asyncio.wait_for(status_changed.wait(), WAKE_SECONDS)
+        await asyncio.wait_for(lease_moved.wait(), WAKE_SECONDS)
 
 
 async def test_a_follower_in_one_process_makes_the_run_followed_in_the_other(

@@ -39,6 +39,7 @@ AGENT_FIELDS = frozenset(
         "builtin_tools",
         "agent_tools",
         "max_steps",
+        "mcp_servers",
         "created_at",
         "updated_at",
     }

@@ -1,9 +1,10 @@
 """A hosted agent (model, system prompt, client and built-in tools, step limit) as a graph.
 
 `llm_call` asks the model; calls to built-in tools run first in `builtin_tools` (at most
-`MAX_BUILTIN_CALLS_PER_TURN` per model turn, within the run's built-in spending ceiling), calls
-to other agents next in `agent_tools`, which pauses with `interrupt({"agent_calls": [...]})`
-until the engine resumes it with the child runs' results (`{"outputs": {id: text}}`), then
+`MAX_BUILTIN_CALLS_PER_TURN` per model turn, within the run's built-in spending ceiling), with
+the calls to the tools of the agent's MCP servers (a `ServerTools` in the run's config); calls
+to other agents go next to `agent_tools`, which pauses with `interrupt({"agent_calls": [...]})`
+until the engine resumes it with the child runs' results (`{"outputs": {id: text}}`); then
 the rest go to `client_tools`, which pauses the run with
 `interrupt({"pending_tool_calls": [...]})` until the caller's outputs arrive as the resume
 value `{"outputs": {tool_call_id: output}}`. The step limit, loop detection and built-in spend
@@ -57,6 +58,8 @@ TEXT_KEY = "juru_text"
 # With it, message ids derive from it and the step (`<prefix>_s3`, `<prefix>_s3_<call id>`):
 # a step redone after a crash writes the same ids, so nothing is recorded twice.
 MESSAGE_IDS_KEY = "juru_message_ids"
+# With it, the tools of the agent's MCP servers join the model's tools and run in the graph.
+MCP_KEY = "juru_mcp_tools"
 
 
 class StepLimitError(RuntimeError):
@@ -93,6 +96,18 @@ class TextSink(Protocol):
     async def text(self, step: int, piece: str) -> None: ...
 
     async def call_ended(self, step: int) -> None: ...
+
+
+class ServerTools(Protocol):
+    """Tools that the server runs for one run beyond the built-in ones (an agent's MCP
+    servers): their schemas (fetched once and kept), whether a name is theirs (once fetched),
+    and one call made, every failure an error result (a database outage raises)."""
+
+    async def schemas(self) -> list[dict[str, Any]]: ...
+
+    def owns(self, name: str) -> bool: ...
+
+    async def call(self, call: dict[str, Any]) -> ToolMessage: ...
 
 
 class HostedState(MessagesState):
@@ -214,6 +229,7 @@ class HostedAgent:
         # The model sees every kind alike; only the graph knows which ones the server runs.
         bound = bound_tool_schemas(tools, builtin_tools, agent_tools)
         self.tool_schemas = bound
+        self.base_model = model
         self.model = model.bind_tools(bound) if bound else model
         self.system_prompt = system_prompt
 
@@ -225,7 +241,11 @@ class HostedAgent:
             raise StepLimitError(f"the run reached its limit of {max_steps} model calls")
         prompt = first_prompt(self.system_prompt, close_dangling_calls(state["messages"]))
         funds, sink = configurable.get(FUNDS_KEY), configurable.get(TEXT_KEY)
-        reply = await self._paid_call(prompt, funds, sink, steps + 1)
+        server_tools: ServerTools | None = configurable.get(MCP_KEY)
+        extra = [] if server_tools is None else await server_tools.schemas()
+        schemas = [*self.tool_schemas, *extra]
+        model = self.base_model.bind_tools(schemas) if extra else self.model
+        reply = await self._paid_call(model, schemas, prompt, funds, sink, steps + 1)
         if reply.id is None or MESSAGE_IDS_KEY in configurable:
             reply.id = message_id(config, steps + 1)
         streak = [*state.get("call_streak", []), call_signature(reply.tool_calls)]
@@ -240,18 +260,20 @@ class HostedAgent:
 
     async def _paid_call(
         self,
+        model: Any,
+        schemas: list[dict[str, Any]],
         prompt: list[BaseMessage],
         funds: CallFunds | None,
         sink: TextSink | None,
         step: int,
     ) -> AIMessage:
         """The model call, with its hold taken before it and settled after it."""
-        hold_id = None if funds is None else await funds.hold(prompt, self.tool_schemas, step)
+        hold_id = None if funds is None else await funds.hold(prompt, schemas, step)
         try:
             if sink is not None and sink.wants_text():
-                reply = await self._streamed_call(prompt, sink, step)
+                reply = await self._streamed_call(model, prompt, sink, step)
             else:
-                reply = await self.model.ainvoke(prompt)
+                reply = await model.ainvoke(prompt)
         except BaseException:
             if funds is not None:
                 await asyncio.shield(funds.settle(hold_id, None, step))
@@ -262,13 +284,13 @@ class HostedAgent:
         return reply
 
     async def _streamed_call(
-        self, prompt: list[BaseMessage], sink: TextSink, step: int
+        self, model: Any, prompt: list[BaseMessage], sink: TextSink, step: int
     ) -> AIMessage:
         """The call streamed: each piece of text to the sink as it arrives, the pieces joined
         into the one reply (tool calls and usage included) at the end."""
         whole: AIMessageChunk | None = None
         try:
-            async for chunk in self.model.astream(prompt):
+            async for chunk in model.astream(prompt):
                 assert isinstance(chunk, AIMessageChunk)
                 whole = chunk if whole is None else whole + chunk
                 if chunk.text:
@@ -279,22 +301,33 @@ class HostedAgent:
         assert isinstance(reply, AIMessage)
         return reply
 
-    def after_llm(self, state: HostedState) -> str:
-        calls = unanswered_calls(state["messages"])
-        if any(call["name"] in self.builtin_tools for call in calls):
-            return BUILTIN_TOOLS_NODE
-        return self.after_builtins(state) if calls else END
+    def server_runs(self, name: str, config: RunnableConfig) -> bool:
+        """Whether the server runs calls of tool `name` (built-in, or of an MCP server)."""
+        server_tools: ServerTools | None = config.get("configurable", {}).get(MCP_KEY)
+        return name in self.builtin_tools or (server_tools is not None and server_tools.owns(name))
 
-    def after_builtins(self, state: HostedState) -> str:
+    # Nodes and routes are coroutines: LangGraph runs a plain function in a thread of the
+    # executor (a hop there and back at every step).
+    async def after_llm(self, state: HostedState, config: RunnableConfig) -> str:
         calls = unanswered_calls(state["messages"])
+        if any(self.server_runs(call["name"], config) for call in calls):
+            return BUILTIN_TOOLS_NODE
+        return self._after_server_calls(calls) if calls else END
+
+    async def after_builtins(self, state: HostedState) -> str:
+        calls = unanswered_calls(state["messages"])
+        return self._after_server_calls(calls) if calls else LLM_NODE
+
+    def _after_server_calls(self, calls: Sequence[dict[str, Any]]) -> str:
+        """Where unanswered calls go once the server's own have run: other agents first."""
         if any(call["name"] in self.agent_tools for call in calls):
             return AGENT_TOOLS_NODE
-        return CLIENT_TOOLS_NODE if calls else LLM_NODE
+        return CLIENT_TOOLS_NODE
 
-    def after_agents(self, state: HostedState) -> str:
+    async def after_agents(self, state: HostedState) -> str:
         return CLIENT_TOOLS_NODE if unanswered_calls(state["messages"]) else LLM_NODE
 
-    def agent_tools_node(self, state: HostedState, config: RunnableConfig) -> dict[str, Any]:
+    async def agent_tools_node(self, state: HostedState, config: RunnableConfig) -> dict[str, Any]:
         """Hand the turn's calls of other agents to the engine, which runs each as a child run
         and resumes this node with their results (an error result when one could not run)."""
         calls = [c for c in unanswered_calls(state["messages"]) if c["name"] in self.agent_tools]
@@ -319,10 +352,16 @@ class HostedAgent:
     async def builtin_tools_node(
         self, state: HostedState, config: RunnableConfig
     ) -> dict[str, Any]:
-        """Run the turn's built-in calls in order; every refusal or failure is an error result
-        for the model, never an exception (the run goes on)."""
-        runtime: BuiltinRuntime | None = config.get("configurable", {}).get(BUILTIN_KEY)
-        calls = [c for c in unanswered_calls(state["messages"]) if c["name"] in self.builtin_tools]
+        """Run the turn's built-in and MCP calls in order; every refusal or failure is an error
+        result for the model, never an exception (the run goes on)."""
+        configurable = config.get("configurable", {})
+        runtime: BuiltinRuntime | None = configurable.get(BUILTIN_KEY)
+        server_tools: ServerTools | None = configurable.get(MCP_KEY)
+        if server_tools is not None:
+            await server_tools.schemas()  # kept: only a run resumed here lists them now
+        calls = [
+            c for c in unanswered_calls(state["messages"]) if self.server_runs(c["name"], config)
+        ]
         spent = state.get("builtin_spend_micros", 0)
         results: list[ToolMessage] = []
         for index, call in enumerate(calls):
@@ -331,9 +370,13 @@ class HostedAgent:
                     error_result(
                         call,
                         f"Error: at most {MAX_BUILTIN_CALLS_PER_TURN} built-in tool calls run "
-                        "per model turn; this one was not run. Call it again in a later turn.",
+                        "per model turn (MCP tool calls count too); this one was not run. Call "
+                        "it again in a later turn.",
                     )
                 )
+                continue
+            if call["name"] not in self.builtin_tools and server_tools is not None:
+                results.append(await server_tools.call(call))
                 continue
             if runtime is None:
                 results.append(error_result(call, "Error: built-in tools are not available here."))
@@ -368,7 +411,7 @@ class HostedAgent:
             return error_result(call, f"Error: {type(error).__name__}: {error}"), 0
         return ToolMessage(content, tool_call_id=call["id"], name=call["name"]), cost
 
-    def client_tools_node(self, state: HostedState, config: RunnableConfig) -> dict[str, Any]:
+    async def client_tools_node(self, state: HostedState, config: RunnableConfig) -> dict[str, Any]:
         calls = unanswered_calls(state["messages"])
         unknown = [
             error_result(call, f"Error: this agent has no tool named {call['name']!r}.")

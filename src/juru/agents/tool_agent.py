@@ -117,7 +117,8 @@ class ToolAgent:
         reply = await self.model.ainvoke(history)
         return {"messages": [reply]}
 
-    def after_llm(self, state: MessagesState) -> str:
+    # A coroutine: LangGraph would run a plain function in a thread of the executor.
+    async def after_llm(self, state: MessagesState) -> str:
         calls = unanswered_calls(state["messages"])
         if not calls:
             return END
@@ -125,7 +126,7 @@ class ToolAgent:
             return REVIEW_NODE
         return TOOL_NODE
 
-    def review(self, state: MessagesState) -> Command[str]:
+    async def review(self, state: MessagesState) -> Command[str]:
         calls = unanswered_calls(state["messages"])
         guarded = [call for call in calls if call["name"] in self.guarded]
         descriptions = {name: tool.description for name, tool in self.tools.items()}

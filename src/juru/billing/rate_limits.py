@@ -3,6 +3,7 @@ library in memory (one process) or in Redis (every replica shares the account's 
 
 from __future__ import annotations
 
+import bisect
 import math
 import time
 from collections.abc import Mapping
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from limits import RateLimitItem, parse
+from limits.aio.storage import MemoryStorage
 from limits.aio.strategies import MovingWindowRateLimiter
 from limits.storage import storage_from_string
 
@@ -17,6 +19,7 @@ if TYPE_CHECKING:
     import coredis
 
 KEY_PREFIX = "juru-rate"
+EXPIRY_INTERVAL_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,37 @@ class RateLimitDecision:
         return headers
 
 
+class MemoryWindows(MemoryStorage):
+    """`limits`' in-memory storage, trimming expired entries at most once a second, in place.
+
+    The library starts a pass over every key after each hit, and its pass holds the key's lock
+    across a hop to a thread and copies the key's entries: every request of an account waited
+    behind it. A window is counted from each entry's own time, so trimming later changes no
+    decision; it only frees memory up to a second later."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.next_trim = 0.0
+
+    async def _MemoryStorage__schedule_expiry(self) -> None:  # the library's hook
+        now = time.monotonic()
+        if now >= self.next_trim:
+            self.next_trim = now + EXPIRY_INTERVAL_SECONDS
+            self.trim()
+
+    def trim(self) -> None:
+        """Drop the entries and counters that expired (newest entries come first)."""
+        now = time.time()
+        for key, entries in list(self.events.items()):
+            del entries[bisect.bisect_left(entries, -now, key=lambda entry: -entry.expiry) :]
+            if not entries:
+                del self.events[key]
+        for key, expires in list(self.expirations.items()):
+            if expires <= now:
+                self.storage.pop(key, None)
+                del self.expirations[key]
+
+
 def async_storage_uri(uri: str) -> str:
     """`memory://` and `redis://...` as the asyncio storages of `limits`."""
     return uri if uri.startswith("async+") else f"async+{uri}"
@@ -57,7 +91,8 @@ class RateLimiter:
             # Our own pool, so that shutdown can close its connections.
             self.pool = coredis.ConnectionPool.from_url(uri.removeprefix("async+"))
             options = {"key_prefix": KEY_PREFIX, "connection_pool": self.pool}
-        self.storage = storage_from_string(uri, **options)
+        memory = uri.startswith("async+memory")
+        self.storage = MemoryWindows() if memory else storage_from_string(uri, **options)
         self.strategy = MovingWindowRateLimiter(self.storage)
         self.limits: dict[str, RateLimitItem] = {
             tier: parse(limit) for tier, limit in tier_limits.items()

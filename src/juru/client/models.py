@@ -41,6 +41,15 @@ class AgentTool(ApiObject):
     description: str = ""
 
 
+class McpServer(ApiObject):
+    """An MCP server whose tools an agent uses; header values come back as `***`."""
+
+    name: str
+    url: str | None = None
+    headers: dict[str, str] | None = None
+    allowed_tools: list[str] | None = None
+
+
 class Agent(ApiObject):
     id: str
     name: str
@@ -50,6 +59,7 @@ class Agent(ApiObject):
     builtin_tools: list[str]
     agent_tools: list[AgentTool]
     max_steps: int
+    mcp_servers: list[McpServer] = []
     created_at: datetime
     updated_at: datetime
 

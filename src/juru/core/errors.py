@@ -24,6 +24,15 @@ class InvalidRequestError(DomainError):
     """The request itself is wrong (shape, values, references)."""
 
 
+class InvalidFieldError(InvalidRequestError):
+    """One field of the request is wrong: where (a dotted path, `mcp_servers.0.url`) and why."""
+
+    def __init__(self, path: str, reason: str, code: str | None = None) -> None:
+        super().__init__(f"{path}: {reason}", code)
+        self.path = path
+        self.reason = reason
+
+
 class AuthenticationError(DomainError):
     """No usable API key."""
 

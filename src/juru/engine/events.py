@@ -48,6 +48,11 @@ def log_grew(run_id: str) -> str:
     return LOG_GREW + run_id
 
 
+def lease_moved(run_id: str) -> str:
+    """The payload saying that only the run's lease changed (its watchers care, not streams)."""
+    return LEASE + run_id
+
+
 @dataclass(eq=False)
 class Follower:
     """What woke a stream following a run, in the order it arrived: text deltas, and `None`
@@ -104,8 +109,11 @@ class RunEvents(Protocol):
         """A write that carried `notices(*payloads)` committed: deliver them in this process,
         and to the others where the write could not carry them."""
 
-    def watch(self, run_id: str) -> contextlib.AbstractAsyncContextManager[asyncio.Event]:
-        """An event set whenever the run changes while the context is open."""
+    def watch(
+        self, run_id: str, leases: bool = False
+    ) -> contextlib.AbstractAsyncContextManager[asyncio.Event]:
+        """An event set whenever the run changes while the context is open; with `leases`, also
+        when only its lease moves (what a worker guarding its run must hear of)."""
 
     def follow(self, run_id: str) -> contextlib.AbstractAsyncContextManager[Follower]:
         """A follower woken whenever the run changes, its log grows or a delta arrives; the
@@ -126,6 +134,7 @@ class LocalRunEvents:
 
     def __init__(self) -> None:
         self._watchers: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
+        self._lease_watchers: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
         self._followers: defaultdict[str, set[Follower]] = defaultdict(set)
         # Runs that streams of other processes follow, and when this one last heard of it; runs
         # its own streams follow, and when it last said so.
@@ -158,12 +167,12 @@ class LocalRunEvents:
             task.add_done_callback(self._telling.discard)
             return
         if payload.startswith(LEASE):
-            for event in self._watchers.get(payload[1:], ()):
+            for event in self._lease_watchers.get(payload[1:], ()):
                 event.set()
             return
         run_id = payload.removeprefix(LOG_GREW)
         if run_id == payload:
-            for event in self._watchers.get(run_id, ()):
+            for event in (*self._watchers.get(run_id, ()), *self._lease_watchers.get(run_id, ())):
                 event.set()
         for follower in self._followers.get(run_id, ()):
             follower.log_grew()
@@ -220,7 +229,7 @@ class LocalRunEvents:
         await self._publish(log_grew(run_id))
 
     async def publish_lease(self, run_id: str) -> None:
-        await self._publish(LEASE + run_id)
+        await self._publish(lease_moved(run_id))
 
     async def publish_delta(self, run_id: str, delta: dict[str, Any]) -> None:
         text = json.dumps(delta, ensure_ascii=False, separators=(",", ":"))
@@ -237,15 +246,16 @@ class LocalRunEvents:
             await self._publish(payload)
 
     @contextlib.asynccontextmanager
-    async def watch(self, run_id: str) -> AsyncIterator[asyncio.Event]:
+    async def watch(self, run_id: str, leases: bool = False) -> AsyncIterator[asyncio.Event]:
         event = asyncio.Event()
-        self._watchers[run_id].add(event)
+        watchers = self._lease_watchers if leases else self._watchers
+        watchers[run_id].add(event)
         try:
             yield event
         finally:
-            self._watchers[run_id].discard(event)
-            if not self._watchers[run_id]:
-                del self._watchers[run_id]
+            watchers[run_id].discard(event)
+            if not watchers[run_id]:
+                del watchers[run_id]
 
     @contextlib.asynccontextmanager
     async def follow(self, run_id: str) -> AsyncIterator[Follower]:
@@ -311,7 +321,7 @@ class PostgresRunEvents(LocalRunEvents):
                     await connection.execute(f"LISTEN {CHANNEL}")
                     self._ready.set()
                     # After a reconnect, anything may have happened: wake every waiter.
-                    for run_id in {*self._watchers, *self._followers}:
+                    for run_id in {*self._watchers, *self._lease_watchers, *self._followers}:
                         self.deliver(run_id)
                     self.deliver(WORK)
                     while not self._stopped:

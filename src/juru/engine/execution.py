@@ -28,6 +28,7 @@ from juru.agents.hosted import (
     FUNDS_KEY,
     LLM_NODE,
     MAX_STEPS_KEY,
+    MCP_KEY,
     MESSAGE_IDS_KEY,
     TEXT_KEY,
     LoopDetectedError,
@@ -45,13 +46,14 @@ from juru.engine.machine import RunMachine
 from juru.engine.transcript import transcript_entries
 from juru.models.catalog import ModelCatalog, ProviderNotConfiguredError, UnknownModelError
 from juru.store import hosted as hosted_store
+from juru.store.checkpointer import reading_once
 from juru.store.outage import is_outage
-from juru.store.pruning import prune_checkpoints
 from juru.store.records import RunRecord
 from juru.store.run_tree import ancestors_of
 from juru.store.steps import StatusChange, StepWrite
 from juru.store.transcript import append_run_messages
 from juru.store.usage import ChargeRequest, record_charges
+from juru.tools.mcp_toolbox import McpServices, McpToolbox
 from juru.tools.runtime import BuiltinServices
 
 logger = logging.getLogger(__name__)
@@ -98,6 +100,7 @@ class RunContext:
     meter: Meter
     graphs: CompiledGraphs
     builtins: BuiltinServices | None = None
+    mcp: McpServices | None = None
     # How deep agents may call agents (a top-level run is at depth 0).
     max_agent_depth: int = 3
 
@@ -124,6 +127,8 @@ class RunExecution:
         self.has_builtins = False
         # The runs above this one (nearest first), when an agent called this run's agent.
         self.ancestors: tuple[str, ...] = ()
+        # The tools of the agent's MCP servers, listed at most once in this execution.
+        self.mcp_tools: McpToolbox | None = None
         self.steps = run.step_count
         # What the next write records: transcript rows and charges not yet written.
         self.unwritten: list[dict[str, Any]] = []
@@ -155,7 +160,9 @@ class RunExecution:
         done = asyncio.Event()
         guard = asyncio.create_task(self._guard_lease(main, done))
         try:
-            await self._execute()
+            # The state read that decides how to go on is the graph's own first read too.
+            with reading_once():
+                await self._execute()
         except LeaseLostError:
             self.lease_lost = True
             logger.info("run %s left worker %s mid-step", self.run.id, self.worker)
@@ -195,7 +202,7 @@ class RunExecution:
     async def _guard_lease(self, main: asyncio.Task[Any], done: asyncio.Event) -> None:
         """Renew the lease; the moment the run is no longer ours, cancel the execution."""
         interval = self.machine.limits.lease_seconds / 3
-        async with self.machine.events.watch(self.run.id) as changed:
+        async with self.machine.events.watch(self.run.id, leases=True) as changed:
             while not done.is_set():
                 waits = [asyncio.ensure_future(changed.wait()), asyncio.ensure_future(done.wait())]
                 await asyncio.wait(waits, timeout=interval, return_when=asyncio.FIRST_COMPLETED)
@@ -221,13 +228,19 @@ class RunExecution:
                     return
 
     async def _agent(self) -> Pregel[Any, Any, Any, Any] | None:
-        found = await hosted_store.agent_and_tier(
-            self.machine.engine, self.run.account_id, self.run.agent_id
-        )
-        if found is None:
-            await self.machine.fail(self.run, "the agent was deleted", worker=self.worker)
-            return None
-        agent, self.tier = found
+        graphs = self.context.graphs
+        remembered = graphs.known_agent(self.run.agent_id, self.run.agent_revision)
+        if remembered is not None and self.run.account_tier is not None:
+            agent, self.tier = remembered, self.run.account_tier
+        else:
+            found = await hosted_store.agent_and_tier(
+                self.machine.engine, self.run.account_id, self.run.agent_id
+            )
+            if found is None:
+                await self.machine.fail(self.run, "the agent was deleted", worker=self.worker)
+                return None
+            agent, self.tier = found
+            graphs.remember(agent)
         try:
             model = self.context.catalog.chat_model(agent.model_id, self.context.provider_env)
         except Exception as error:
@@ -243,6 +256,9 @@ class RunExecution:
         self.client_tools = {tool["function"]["name"] for tool in agent.tools}
         self.agent_tools = {tool["name"] for tool in agent.agent_tools or []}
         self.has_builtins = bool(agent.builtin_tools)
+        if agent.mcp_servers and self.context.mcp is not None:
+            reserved = [*self.client_tools, *agent.builtin_tools, *self.agent_tools]
+            self.mcp_tools = self.context.mcp.for_run(agent.mcp_servers, reserved)
         return self.context.graphs.get(agent, model)
 
     async def hold(
@@ -316,6 +332,8 @@ class RunExecution:
         if self.context.builtins is not None:
             builtins = self.context.builtins.for_run(self.run.account_id, self.run.id)
             configurable[BUILTIN_KEY] = builtins
+        if self.mcp_tools is not None:
+            configurable[MCP_KEY] = self.mcp_tools
         return runner.RunOptions(
             configurable=configurable,
             metadata={RUN_ID_KEY: self.run.id},
@@ -324,8 +342,9 @@ class RunExecution:
             # Client-tool agents save their checkpoint when the run pauses or ends, not after
             # every node: a crash redoes at most the model steps since the last pause, each
             # recorded and charged once (stable ids, charge keys). Built-in calls are not keyed,
-            # so agents with built-in tools keep a checkpoint per step.
-            durability="async" if self.has_builtins else "exit",
+            # so agents with built-in tools (or MCP servers, whose calls act elsewhere) keep a
+            # checkpoint per step.
+            durability="async" if self.has_builtins or self.mcp_tools is not None else "exit",
         )
 
     async def _execute(self) -> None:
@@ -432,8 +451,6 @@ class RunExecution:
             await self._write(children=plan.to_start, run_values=release)
         except LeaseLostError:
             logger.info("run %s was no longer worker %s's to pause", self.run.id, self.worker)
-            return None
-        await asyncio.shield(prune_checkpoints(self.context.checkpointer, self.thread_key))
         return None
 
     def _recover(self, state: runner.ThreadState) -> None:
@@ -527,6 +544,9 @@ class RunExecution:
             new_steps=tuple(self.unwritten_steps),
             ancestors=self.ancestors,
             children=tuple(children),
+            # A pause (for the caller or for child runs) or an end comes after the graph saved
+            # its checkpoint: the older ones go.
+            prune_thread=self.thread_key if status is not None or children else None,
         )
         if not await self.machine.record_step(step, self.context.meter.rules):
             await self._charge_orphans()
@@ -592,5 +612,3 @@ class RunExecution:
             await self._write(change)
         except LeaseLostError:
             logger.info("run %s was no longer worker %s's to settle", self.run.id, self.worker)
-            return
-        await asyncio.shield(prune_checkpoints(self.context.checkpointer, self.thread_key))

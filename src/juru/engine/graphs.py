@@ -1,5 +1,7 @@
 """Compiled hosted-agent graphs, reused across runs: compiling a graph costs more CPU than a
-step of it, and the graph holds no state of its own (each run's config names its thread)."""
+step of it, and the graph holds no state of its own (each run's config names its thread). The
+agents they are built from are kept too, by revision, so a claimed run's agent is not read again
+while it has not changed."""
 
 from __future__ import annotations
 
@@ -25,6 +27,9 @@ class CompiledGraphs:
         self.checkpointer = checkpointer
         self.capacity = capacity
         self._graphs: OrderedDict[GraphKey, Pregel[Any, Any, Any, Any]] = OrderedDict()
+        # The agents they were built from, by id: a claim that names an agent's revision
+        # (`RunRecord.agent_revision`) finds it here instead of reading it again.
+        self._agents: OrderedDict[str, AgentRecord] = OrderedDict()
 
     @staticmethod
     def key(agent: AgentRecord, model: BaseChatModel) -> GraphKey:
@@ -58,3 +63,17 @@ class CompiledGraphs:
 
     def __len__(self) -> int:
         return len(self._graphs)
+
+    def known_agent(self, agent_id: str, revision: int | None) -> AgentRecord | None:
+        """The agent as last read, if that is still its `revision`."""
+        agent = self._agents.get(agent_id)
+        if agent is None or revision is None or agent.revision != revision:
+            return None
+        self._agents.move_to_end(agent_id)
+        return agent
+
+    def remember(self, agent: AgentRecord) -> None:
+        self._agents[agent.id] = agent
+        self._agents.move_to_end(agent.id)
+        if len(self._agents) > self.capacity:
+            self._agents.popitem(last=False)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -10,7 +10,7 @@ from typing import Any
 from juru.core.clock import Clock
 from juru.core.money import PriceRules
 from juru.core.states import ACTIVE, FailureReason, RunStatus
-from juru.engine.events import WORK, RunEvents, log_grew
+from juru.engine.events import WORK, RunEvents, lease_moved, log_grew
 from juru.store import run_tree
 from juru.store import runs as run_store
 from juru.store import steps as step_store
@@ -19,6 +19,7 @@ from juru.store.holds import Hold
 from juru.store.records import RunRecord
 from juru.store.runs import RunGuard
 from juru.store.steps import StatusChange, StepWrite
+from juru.store.transactions import Notice
 
 
 @dataclass(frozen=True)
@@ -248,14 +249,15 @@ class RunMachine:
     async def claim(self, worker: str, limit: int = 1) -> list[RunRecord]:
         """Up to `limit` runs that need a worker, now leased to `worker` (queued → running, or
         a re-claim); fewer than `limit` when no more are waiting."""
+
+        def notices(runs: Sequence[RunRecord]) -> list[Notice]:
+            return self.events.notices(*(_claimed(run) for run in runs))
+
         claimed = await run_store.claim_runs(
-            self.engine, worker, self.clock.now(), self.limits.lease_seconds, limit
+            self.engine, worker, self.clock.now(), self.limits.lease_seconds, limit, notices
         )
-        for run in claimed:
-            if run.attempts == 1:
-                await self.events.publish(run.id)  # queued → running, with its event
-            else:
-                await self.events.publish_lease(run.id)  # taken (back): only the lease moved
+        # The claim's own transaction told the other processes; now this one.
+        await self.events.committed(*(_claimed(run) for run in claimed))
         return claimed
 
     async def renew_lease(self, run: RunRecord, worker: str) -> bool:
@@ -267,3 +269,9 @@ class RunMachine:
         """Let another worker take the run at once (this one is shutting down)."""
         await run_store.renew_lease(self.engine, run.id, worker, self.clock.now(), -1.0)
         await self.events.announce_work()
+
+
+def _claimed(run: RunRecord) -> str:
+    """What a claim tells: queued → running (a status change, with its event), or a run taken
+    (back) whose lease only moved (its watchers only)."""
+    return run.id if run.attempts == 1 else lease_moved(run.id)

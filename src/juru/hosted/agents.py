@@ -1,19 +1,26 @@
-"""Agent definitions: validation against the catalog and the built-in tool set."""
+"""Agent definitions: validation against the catalog, the built-in tool set and the MCP
+servers an agent may use."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from juru.core.errors import invalid
+from juru.core.errors import InvalidFieldError, invalid
 from juru.core.text import public_message
 from juru.models.catalog import ModelCatalog, UnknownModelError
+from juru.tools.mcp_network import AddressRefusedError
+from juru.tools.mcp_toolbox import McpServices
 
 LIVE_BUILTIN_TOOLS = frozenset({"text_to_speech", "rag_search"})
 UNAVAILABLE_BUILTIN_TOOLS = frozenset({"web_search", "generate_image"})
+# What the API shows instead of an MCP server's header values; sent back in an update, it
+# keeps the stored value.
+HEADER_MASK = "***"
 
 
 def check_model(catalog: ModelCatalog, model_id: str) -> None:
@@ -113,3 +120,82 @@ def parameters_problem(parameters: Any) -> str | None:
     if parameters.get("type") != "object":
         return 'must describe an object (`"type": "object"`): tool arguments are an object'
     return None
+
+
+async def check_mcp_servers(servers: Sequence[dict[str, Any]], mcp: McpServices) -> None:
+    """400 naming the field unless every server is an operator-defined one named alone, or a
+    URL whose host resolves to allowed addresses only (`InvalidFieldError`)."""
+    names = [server["name"] for server in servers]
+    for index, server in enumerate(servers):
+        where = f"mcp_servers.{index}"
+        name = server["name"]
+        if names.count(name) > 1:
+            raise InvalidFieldError(f"{where}.name", f"the server {name!r} is named twice")
+        operator = mcp.operators.get(name)
+        url = server.get("url")
+        if url is None:
+            if operator is None:
+                raise InvalidFieldError(
+                    f"{where}.url", f"required: no operator-defined server is named {name!r}"
+                )
+            if server.get("headers"):
+                raise InvalidFieldError(
+                    f"{where}.headers", f"the operator-defined server {name!r} has its own headers"
+                )
+            continue
+        if operator is not None:
+            raise InvalidFieldError(
+                f"{where}.name",
+                f"{name!r} is an operator-defined server: name it without a url, or give "
+                "yours another name",
+            )
+        parts = urlsplit(url)
+        if parts.hostname is None:
+            raise InvalidFieldError(f"{where}.url", "has no host")
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            raise InvalidFieldError(f"{where}.url", "has an invalid port") from None
+        try:
+            await mcp.network.checked_addresses(parts.hostname, port)
+        except AddressRefusedError as error:
+            raise InvalidFieldError(f"{where}.url", str(error)) from None
+
+
+def keep_masked_headers(
+    servers: Sequence[dict[str, Any]], stored: Sequence[dict[str, Any]] | None
+) -> list[dict[str, Any]]:
+    """`servers` with each header value sent back as the mask replaced by the value stored
+    for the same server (same name and url) and header; 400 naming the field when there is
+    none, so a stored secret is never sent to a url it was not given for."""
+    before = {server["name"]: server for server in stored or []}
+    kept: list[dict[str, Any]] = []
+    for index, server in enumerate(servers):
+        headers = dict(server.get("headers") or {})
+        for header, value in headers.items():
+            if value != HEADER_MASK:
+                continue
+            same = before.get(server["name"])
+            if same is None or same.get("url") != server.get("url"):
+                known: dict[str, str] = {}
+            else:
+                known = same.get("headers") or {}
+            if header not in known:
+                raise InvalidFieldError(
+                    f"mcp_servers.{index}.headers.{header}",
+                    f"{HEADER_MASK!r} stands for the value stored for this server and url, "
+                    "and there is none",
+                )
+            headers[header] = known[header]
+        kept.append({**server, "headers": headers} if server.get("headers") else server)
+    return kept
+
+
+def masked_servers(servers: Sequence[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """An agent's MCP servers as the API shows them: every header value masked."""
+    return [
+        {**server, "headers": dict.fromkeys(server["headers"], HEADER_MASK)}
+        if server.get("headers")
+        else dict(server)
+        for server in servers or []
+    ]

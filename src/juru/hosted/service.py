@@ -27,9 +27,11 @@ from juru.engine.machine import RunMachine
 from juru.hosted.agents import (
     check_agent_tool_targets,
     check_builtin_tools,
+    check_mcp_servers,
     check_model,
     check_tool_names,
     find_agent_cycle,
+    keep_masked_headers,
 )
 from juru.hosted.streams import StreamItem, StreamTicket, follow_run
 from juru.models.catalog import ModelCatalog
@@ -51,6 +53,7 @@ from juru.store.records import (
     TranscriptMessage,
 )
 from juru.store.usage import UsageLine
+from juru.tools.mcp_toolbox import McpServices
 
 MAX_WAIT_SECONDS = 30.0
 # An Idempotency-Key names its run for this long; then the key may start a new run.
@@ -68,6 +71,7 @@ class HostedService:
     meter: Meter
     stream_heartbeat_seconds: float = 15.0
     stream_token_seconds: float = 900.0
+    mcp: McpServices | None = None
 
     @property
     def engine(self) -> Any:
@@ -85,6 +89,7 @@ class HostedService:
         self._check_agent(spec)
         agent_id = new_id("agt")
         await self._check_agent_tools(account_id, agent_id, spec.get("agent_tools") or [])
+        spec = {**spec, "mcp_servers": await self._checked_servers(spec.get("mcp_servers"))}
         now = self.machine.clock.now()
         values = {
             **spec,
@@ -117,6 +122,22 @@ class HostedService:
                 "agent_cycle",
             )
 
+    async def _checked_servers(
+        self, servers: list[dict[str, Any]] | None, stored: list[dict[str, Any]] | None = None
+    ) -> list[dict[str, Any]]:
+        """An agent's MCP servers as stored: absent fields left out, masked header values
+        replaced by the stored ones, every server checked."""
+        given = [
+            {key: value for key, value in server.items() if value is not None}
+            for server in servers or []
+        ]
+        given = keep_masked_headers(given, stored)
+        if given:
+            if self.mcp is None:
+                raise invalid("this server does not run MCP tools", "mcp_unavailable")
+            await check_mcp_servers(given, self.mcp)
+        return given
+
     async def agent(self, account_id: str, agent_id: str) -> AgentRecord:
         agent = await store.get_agent(self.engine, account_id, agent_id)
         if agent is None:
@@ -139,6 +160,9 @@ class HostedService:
         }
         self._check_agent(merged)
         await self._check_agent_tools(account_id, agent_id, merged["agent_tools"])
+        if "mcp_servers" in changes:
+            servers = await self._checked_servers(changes["mcp_servers"], current.mcp_servers)
+            changes = {**changes, "mcp_servers": servers}
         changes = {**changes, "updated_at": self.machine.clock.now()}
         updated = await store.update_agent(self.engine, account_id, agent_id, changes)
         if updated is None:

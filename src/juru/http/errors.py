@@ -31,6 +31,7 @@ from juru.core.errors import (
     FailedError,
     GoneError,
     InsufficientBalanceError,
+    InvalidFieldError,
     InvalidRequestError,
     NotFoundError,
     RateLimitedError,
@@ -173,9 +174,13 @@ async def _detail_response(_request: Request, error: Exception) -> JSONResponse:
 
 
 def domain_error_response(error: DomainError) -> JSONResponse:
-    """A domain error in the `/v1` envelope, with its status and headers."""
+    """A domain error in the `/v1` envelope, with its status and headers (and the field, for
+    an error about one)."""
+    fields = None
+    if isinstance(error, InvalidFieldError):
+        fields = [FieldError(path=error.path, reason=error.reason)]
     return JSONResponse(
-        error_body(error.code, error.message),
+        error_body(error.code, error.message, fields),
         status_code=status_of(error),
         headers=headers_of(error),
     )

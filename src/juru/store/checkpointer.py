@@ -6,8 +6,9 @@ import asyncio
 import sqlite3
 import time
 import weakref
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -35,15 +36,96 @@ from juru.store.urls import DatabaseUrl
 from juru.store.write_queue import SqliteWriter
 
 POSTGRES_POOL_MAX = 10
-_LATEST = (
-    "SELECT checkpoint_ns, MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ? "
+# LangGraph's SQLite saver: `checkpoints` and their pending `writes`.
+_SQLITE_LATEST = (
+    "SELECT checkpoint_ns, MAX(checkpoint_id) FROM checkpoints WHERE thread_id = :thread "
     "GROUP BY checkpoint_ns"
 )
-_KEEP_LATEST = (
-    f"DELETE FROM writes WHERE thread_id = ? AND (checkpoint_ns, checkpoint_id) NOT IN ({_LATEST})",
-    "DELETE FROM checkpoints WHERE thread_id = ? AND (checkpoint_ns, checkpoint_id) NOT IN "
-    f"({_LATEST})",
+SQLITE_KEEP_LATEST = (
+    "DELETE FROM writes WHERE thread_id = :thread "
+    f"AND (checkpoint_ns, checkpoint_id) NOT IN ({_SQLITE_LATEST})",
+    "DELETE FROM checkpoints WHERE thread_id = :thread "
+    f"AND (checkpoint_ns, checkpoint_id) NOT IN ({_SQLITE_LATEST})",
 )
+# LangGraph's PostgreSQL saver also keeps channel values in `checkpoint_blobs`, by channel and
+# version: a blob stays while the checkpoint left refers to it.
+_POSTGRES_LATEST = (
+    "(SELECT MAX(latest.checkpoint_id) FROM checkpoints latest "
+    "WHERE latest.thread_id = :thread AND latest.checkpoint_ns = {table}.checkpoint_ns)"
+)
+POSTGRES_KEEP_LATEST = (
+    "DELETE FROM checkpoint_writes WHERE thread_id = :thread "
+    f"AND checkpoint_id <> {_POSTGRES_LATEST.format(table='checkpoint_writes')}",
+    "DELETE FROM checkpoints WHERE thread_id = :thread "
+    f"AND checkpoint_id <> {_POSTGRES_LATEST.format(table='checkpoints')}",
+    "DELETE FROM checkpoint_blobs WHERE thread_id = :thread AND NOT EXISTS ("
+    "SELECT 1 FROM checkpoints kept WHERE kept.thread_id = :thread "
+    "AND kept.checkpoint_ns = checkpoint_blobs.checkpoint_ns "
+    "AND kept.checkpoint -> 'channel_versions' ->> checkpoint_blobs.channel "
+    "= checkpoint_blobs.version)",
+)
+
+
+# Within `reading_once()`: the latest checkpoint of each (thread, namespace) read so far and not
+# yet read again, so that a caller's look at a thread's state and the graph's own load at the
+# start of its run that follows share one read.
+_unconsumed_reads: ContextVar[dict[tuple[str, str], CheckpointTuple | None] | None] = ContextVar(
+    "unconsumed_checkpoint_reads", default=None
+)
+
+
+@contextmanager
+def reading_once() -> Iterator[None]:
+    """Let the next read of a thread's latest checkpoint reuse the one just made (until a write
+    of the saver's, which forgets it)."""
+    token = _unconsumed_reads.set({})
+    try:
+        yield
+    finally:
+        _unconsumed_reads.reset(token)
+
+
+def _latest_key(config: RunnableConfig) -> tuple[str, str] | None:
+    configurable = config.get("configurable") or {}
+    if configurable.get("checkpoint_id"):
+        return None
+    return str(configurable.get("thread_id")), str(configurable.get("checkpoint_ns", ""))
+
+
+def _fresh(found: CheckpointTuple | None) -> CheckpointTuple | None:
+    """A copy of the tuple's mutable maps: LangGraph updates a loaded checkpoint in place."""
+    if found is None:
+        return None
+    checkpoint = found.checkpoint
+    copied: Checkpoint = {
+        **checkpoint,
+        "channel_values": dict(checkpoint["channel_values"]),
+        "channel_versions": dict(checkpoint["channel_versions"]),
+        "versions_seen": {node: dict(seen) for node, seen in checkpoint["versions_seen"].items()},
+    }
+    return found._replace(checkpoint=copied)
+
+
+async def read_once(
+    config: RunnableConfig, read: Callable[[], Awaitable[CheckpointTuple | None]]
+) -> CheckpointTuple | None:
+    """`read()` the checkpoint `config` names, unless it is a thread's latest that was read
+    within `reading_once()` and not read again since (nor written: `forget_reads`)."""
+    reads, key = _unconsumed_reads.get(), _latest_key(config)
+    if reads is None or key is None:
+        return await read()
+    if key in reads:
+        return reads.pop(key)
+    found = await read()
+    reads[key] = _fresh(found)
+    return found
+
+
+def forget_reads() -> None:
+    """A write of the saver's: what was read may be stale now."""
+    reads = _unconsumed_reads.get()
+    if reads:
+        reads.clear()
 
 
 class ThreadedSqliteSaver(SqliteSaver):
@@ -57,7 +139,7 @@ class ThreadedSqliteSaver(SqliteSaver):
         self._writer, self._reader = writer, reader
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await self._reader.call(self.get_tuple, config)
+        return await read_once(config, lambda: self._reader.call(self.get_tuple, config))
 
     async def alist(
         self,
@@ -88,6 +170,7 @@ class ThreadedSqliteSaver(SqliteSaver):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        forget_reads()
         return await self._writer.call(self.put, config, checkpoint, metadata, new_versions)
 
     async def aput_writes(
@@ -97,9 +180,11 @@ class ThreadedSqliteSaver(SqliteSaver):
         task_id: str,
         task_path: str = "",
     ) -> None:
+        forget_reads()
         await self._writer.call(self.put_writes, config, writes, task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:
+        forget_reads()
         await self._writer.call(self.delete_thread, thread_id)
 
     async def keep_latest(self, thread_id: str) -> None:
@@ -107,8 +192,8 @@ class ThreadedSqliteSaver(SqliteSaver):
 
         def prune() -> None:
             with self.cursor() as cursor:
-                for statement in _KEEP_LATEST:
-                    cursor.execute(statement, (thread_id, thread_id))
+                for statement in SQLITE_KEEP_LATEST:
+                    cursor.execute(statement, {"thread": thread_id})
 
         await self._writer.call(prune)
 
@@ -126,6 +211,38 @@ def _sqlite_connection(database: DatabaseUrl, busy_timeout_ms: int) -> sqlite3.C
     connection.execute("PRAGMA journal_mode=WAL")
     connection.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
     return connection
+
+
+class PostgresSaver(AsyncPostgresSaver):
+    """LangGraph's PostgreSQL saver, whose reads of a thread's latest checkpoint can be shared
+    (`reading_once`)."""
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await read_once(config, lambda: super(PostgresSaver, self).aget_tuple(config))
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        forget_reads()
+        return await super().aput(config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        forget_reads()
+        await super().aput_writes(config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        forget_reads()
+        await super().adelete_thread(thread_id)
 
 
 class IdleConnectionCheck:
@@ -187,7 +304,7 @@ async def open_checkpointer(
         kwargs={"autocommit": False, **options},
     )
     async with pool:
-        yield AsyncPostgresSaver(pool)
+        yield PostgresSaver(pool)
 
 
 @asynccontextmanager

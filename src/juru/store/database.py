@@ -138,6 +138,10 @@ def _sqlite_tuning(busy_timeout_ms: int) -> Callable[[Any, Any], None]:
     return tune
 
 
+POSTGRES_POOL_SIZE = 20
+POSTGRES_MAX_OVERFLOW = 10
+
+
 def open_database(database: DatabaseUrl, busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS) -> Database:
     """An async engine for `database`; on SQLite tuned for concurrent access (a write waits up
     to `busy_timeout_ms` for a lock held outside Juru's write queue), with the writer thread
@@ -163,7 +167,18 @@ def open_database(database: DatabaseUrl, busy_timeout_ms: int = SQLITE_BUSY_TIME
         )
     # Last in, first out: the connections a burst opened sit idle at the bottom of the pool
     # instead of taking turns, so the ones in use stay fresh and need no ping (a transaction).
-    engine = create_async_engine(database.async_url(), pool_use_lifo=True)
+    # No server-side prepared statements: psycopg drops them all at every ROLLBACK (which ends
+    # each read), and then sends a `DEALLOCATE ALL` of its own: a round trip and a transaction
+    # more, for statements that rarely lived long enough to be prepared.
+    # A pool that keeps what a burst of requests needs: connections past `pool_size` are
+    # closed when returned, and opening one is a new server process on PostgreSQL's side.
+    engine = create_async_engine(
+        database.async_url(),
+        pool_use_lifo=True,
+        pool_size=POSTGRES_POOL_SIZE,
+        max_overflow=POSTGRES_MAX_OVERFLOW,
+        connect_args={"prepare_threshold": None},
+    )
     ping_after_idle(engine.sync_engine)
     return Database(engine)
 

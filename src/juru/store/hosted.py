@@ -127,7 +127,8 @@ async def update_agent(
     condition = _owned_agent(account_id, agent_id)
 
     def update_and_read(connection: Connection) -> AgentRecord | None:
-        connection.execute(update(agents).where(condition).values(values))
+        edit = {**values, "revision": agents.c.revision + 1}
+        connection.execute(update(agents).where(condition).values(edit))
         return _agent_read(connection, condition)
 
     return await write(engine, update_and_read)

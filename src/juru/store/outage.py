@@ -101,3 +101,20 @@ def is_outage(error: BaseException) -> bool:
             return True
         seen = seen.__cause__
     return False
+
+
+# The outage classes that only a database library raises.
+DATABASE_ERRORS = tuple(kind for kind in OUTAGE_ERRORS if kind is not ConnectionError)
+
+
+def is_database_outage(error: BaseException) -> bool:
+    """`is_outage`, counting only errors a database library raised: for code that also talks
+    to other servers (MCP), whose refused or reset connections are theirs, not the database's."""
+    seen: BaseException | None = error
+    for _ in range(CHAIN_LIMIT):
+        if seen is None:
+            return False
+        if isinstance(seen, DATABASE_ERRORS) and _is_outage_itself(seen):
+            return True
+        seen = seen.__cause__
+    return False

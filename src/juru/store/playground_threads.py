@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, select
 
 from juru.store.database import Database, dialect_insert
 from juru.store.tables import playground_threads
@@ -14,23 +14,26 @@ from juru.store.transactions import write
 async def claim_playground_thread(
     engine: Database, thread_id: str, feature: str, now: datetime
 ) -> str:
-    """Record `thread_id` for `feature` unless it exists; return the feature that owns it."""
-    statement = (
-        dialect_insert(engine.dialect_name, playground_threads)
-        .values(thread_id=thread_id, feature=feature, created_at=now, updated_at=now)
-        .on_conflict_do_nothing(index_elements=["thread_id"])
+    """Record `thread_id` for `feature` unless it exists; return the feature that owns it.
+
+    One statement in the usual case: the thread is new, or already `feature`'s (its
+    `updated_at` moves); a thread of another feature is left as it is and its owner read."""
+    insert = dialect_insert(engine.dialect_name, playground_threads).values(
+        thread_id=thread_id, feature=feature, created_at=now, updated_at=now
     )
+    statement = insert.on_conflict_do_update(
+        index_elements=["thread_id"],
+        set_={"updated_at": now},
+        where=playground_threads.c.feature == feature,
+    ).returning(playground_threads.c.feature)
 
     def claim(connection: Connection) -> object:
-        connection.execute(statement)
-        owner = connection.scalar(
-            select(playground_threads.c.feature).where(playground_threads.c.thread_id == thread_id)
-        )
-        if owner == feature:
-            connection.execute(
-                update(playground_threads)
-                .where(playground_threads.c.thread_id == thread_id)
-                .values(updated_at=now)
+        owner = connection.scalar(statement)
+        if owner is None:
+            owner = connection.scalar(
+                select(playground_threads.c.feature).where(
+                    playground_threads.c.thread_id == thread_id
+                )
             )
         return owner
 

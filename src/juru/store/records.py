@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, Self
@@ -13,8 +13,10 @@ from sqlalchemy import RowMapping
 class _Record:
     @classmethod
     def from_row(cls, row: RowMapping) -> Self:
-        names = {field.name for field in fields(cls)}  # type: ignore[arg-type]
-        return cls(**{name: row[name] for name in names})
+        # A field with a default may be missing from the row (a column of some queries only).
+        known = fields(cls)  # type: ignore[arg-type]
+        found = [field.name for field in known if field.name in row or field.default is MISSING]
+        return cls(**{name: row[name] for name in found})
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,9 @@ class AgentRecord(_Record):
     max_steps: int
     created_at: datetime
     updated_at: datetime
+    revision: int = 1
+    # `[{"name", "url"?, "headers"?, "allowed_tools"?}]`; None when the agent names none.
+    mcp_servers: list[dict[str, Any]] | None = None
     # The agents this one may call as tools (NULL in the row: none).
     agent_tools: list[dict[str, str]] | None = None
 
@@ -80,6 +85,10 @@ class RunRecord(_Record):
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    # Read with the claim: the agent's `revision` (None once deleted) and its account's tier,
+    # so a worker that knows that revision of the agent reads nothing more.
+    agent_revision: int | None = None
+    account_tier: str | None = None
     idempotency_body_hash: str | None = None
     next_prompt_bytes: int | None = None
     next_model_id: str | None = None

@@ -5,7 +5,7 @@ never both move a run.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -21,8 +21,8 @@ from juru.store.pages import Page, PageRequest
 from juru.store.records import RunRecord
 from juru.store.run_log import append_events, append_to_logs, status_event
 from juru.store.run_tree import end_descendants, lock_descendants, withdraw_calls
-from juru.store.tables import ACTIVE_RUN_STATUSES, runs
-from juru.store.transactions import Notice, write
+from juru.store.tables import ACTIVE_RUN_STATUSES, accounts, agents, runs
+from juru.store.transactions import Notice, notify, write
 
 
 class ThreadBusyError(RuntimeError):
@@ -240,11 +240,31 @@ async def transition_run(
         return None
 
 
+# What a worker needs of a claimed run's agent, without a read of its own when it knows the
+# agent in this revision already: the agent's `revision`, and the tier that prices its calls.
+_AGENT_REVISION = (
+    select(agents.c.revision)
+    .where(agents.c.id == runs.c.agent_id, agents.c.account_id == runs.c.account_id)
+    .scalar_subquery()
+    .label("agent_revision")
+)
+_ACCOUNT_TIER = (
+    select(accounts.c.tier).where(accounts.c.id == runs.c.account_id).scalar_subquery()
+).label("account_tier")
+
+
 async def claim_runs(
-    engine: Database, worker: str, now: datetime, lease_seconds: float, limit: int = 1
+    engine: Database,
+    worker: str,
+    now: datetime,
+    lease_seconds: float,
+    limit: int = 1,
+    notices_for: Callable[[Sequence[RunRecord]], Sequence[Notice]] | None = None,
 ) -> list[RunRecord]:
     """Take up to `limit` of the oldest runs that need a worker (queued, resumed, or left by a
-    dead worker) in one statement; fewer than `limit` means none is left."""
+    dead worker) in one statement; fewer than `limit` means none is left (a run waiting for a
+    child run it started is not claimable until the child ended). `notices_for` names what the
+    same transaction tells the other processes of the runs it claimed."""
     child = runs.alias("child")
     waits_for_a_child = (
         select(child.c.id)
@@ -286,7 +306,7 @@ async def claim_runs(
             attempts=runs.c.attempts + 1,
             updated_at=now,
         )
-        .returning(*runs.c)
+        .returning(*runs.c, _AGENT_REVISION, _ACCOUNT_TIER)
     )
 
     def execute(connection: Connection) -> list[RunRecord]:
@@ -294,7 +314,10 @@ async def claim_runs(
         # Only a claim makes `attempts` grow: 1 means the run was queued until now.
         started = [(row.id, status_event(row._mapping)) for row in rows if row.attempts == 1]
         append_to_logs(connection, started, now)
-        return sorted((RunRecord.from_row(row._mapping) for row in rows), key=lambda r: r.id)
+        claimed = sorted((RunRecord.from_row(row._mapping) for row in rows), key=lambda r: r.id)
+        if claimed and notices_for is not None:
+            notify(connection, notices_for(claimed))
+        return claimed
 
     return await write(engine, execute)
 

@@ -1,5 +1,6 @@
 """A run's step, written whole: transcript rows, step count, charge, balance and status change
-commit in one transaction, or none of them does.
+(and, when the run pauses or ends, the pruning of its older checkpoints) commit in one
+transaction, or none of them does.
 
 Every part is safe to write twice (a step redone after a crash): transcript rows are keyed by
 message id (a second write of an id updates its row in place), a charge by its `charge_key`
@@ -19,6 +20,7 @@ from sqlalchemy import Connection, update
 from juru.core.money import PriceRules
 from juru.core.states import RunStatus, check_transition
 from juru.store.database import Database
+from juru.store.pruning import keep_latest_checkpoints
 from juru.store.run_log import (
     RUN_VIEW_COLUMNS,
     append_events,
@@ -64,6 +66,8 @@ class StepWrite:
     ancestors: Sequence[str] = ()
     # Runs this one starts (agents it called as tools): `{"thread": ..., "run": ...}` values.
     children: Sequence[dict[str, Any]] = ()
+    # The checkpoint thread whose older checkpoints this write drops (the run pauses or ends).
+    prune_thread: str | None = None
 
 
 _VIEW = [runs.c[name] for name in RUN_VIEW_COLUMNS]
@@ -113,6 +117,8 @@ async def record_step(
         if step.status is not None and step.status.target == RunStatus.REQUIRES_ACTION:
             pending = step.status.values.get("pending_tool_calls") or []
             pause_ancestors(connection, step.ancestors, step.run_id, pending, step.now)
+        if step.prune_thread is not None:
+            keep_latest_checkpoints(connection, step.prune_thread)
 
     try:
         await write(engine, work, notices)

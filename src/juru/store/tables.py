@@ -97,6 +97,8 @@ agents = Table(
     # MCP servers whose tools the agent may call (NULL: none), and agents it may call as tools.
     Column("mcp_servers", JSON, nullable=True),
     Column("agent_tools", JSON, nullable=True),
+    # 1 when created, one more at every edit (a claimed run names the revision it will run).
+    Column("revision", Integer, nullable=False, server_default=text("1")),
     Column("created_at", UtcDateTime(), nullable=False),
     Column("updated_at", UtcDateTime(), nullable=False),
 )

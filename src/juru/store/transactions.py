@@ -36,8 +36,7 @@ async def write(
 
     def work_and_notify(connection: Connection) -> T:
         result = work(connection)
-        for channel, payload in notices:
-            connection.execute(_NOTIFY, {"channel": channel, "payload": payload})
+        notify(connection, notices)
         return result
 
     async def transaction() -> T:
@@ -50,6 +49,12 @@ async def write(
     engine.writes_in_flight.add(task)
     task.add_done_callback(engine.writes_in_flight.discard)
     return await asyncio.shield(task)
+
+
+def notify(connection: Connection, notices: Sequence[Notice]) -> None:
+    """Send `notices` from the transaction of `connection` (delivered when it commits)."""
+    for channel, payload in notices:
+        connection.execute(_NOTIFY, {"channel": channel, "payload": payload})
 
 
 async def wait_for_writes(engine: Database, timeout: float = 10.0) -> None:

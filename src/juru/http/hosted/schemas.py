@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import date, datetime
 from decimal import Decimal
@@ -22,15 +23,18 @@ from pydantic import (
 )
 
 from juru.core.states import RunStatus
-from juru.hosted.agents import parameters_problem
+from juru.hosted.agents import HEADER_MASK, masked_servers, parameters_problem
 from juru.hosted.streams import StreamTicket
 from juru.models.catalog import ModelSpec
 from juru.store.pages import Page
 from juru.store.records import AccountRecord, RunRecord, TranscriptMessage
 from juru.store.usage import UsageLine
+from juru.tools.mcp_servers import SERVER_NAME
 
 TOOL_NAME = r"^[a-zA-Z0-9_-]{1,64}$"
 MAX_TOOLS = 64
+MAX_MCP_SERVERS = 8
+HEADER_NAME = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$"
 
 
 def _money(value: Decimal) -> int | float:
@@ -95,6 +99,51 @@ class AgentToolIn(_Body):
     description: str = Field(default="", max_length=4_000)
 
 
+class McpServerIn(_Body):
+    """A Streamable HTTP MCP server whose tools the agent uses, or (with no `url`) a server
+    the operator defined, by name."""
+
+    name: str = Field(pattern=SERVER_NAME, description="Also the prefix of its tools' names.")
+    url: str | None = Field(
+        default=None,
+        max_length=2000,
+        pattern=r"^https?://",
+        description="The server's MCP endpoint; leave it out to use the operator's server "
+        "of this name.",
+        examples=["https://tools.example.com/mcp"],
+    )
+    headers: dict[str, str] | None = Field(
+        default=None,
+        max_length=20,
+        description=f"Sent with every request (e.g. Authorization). Shown as {HEADER_MASK!r}; "
+        f"send {HEADER_MASK!r} back to keep a stored value.",
+    )
+    allowed_tools: list[str] | None = Field(
+        default=None,
+        max_length=128,
+        description="The server's tools the agent may use (default: all).",
+    )
+
+    @field_validator("headers")
+    @classmethod
+    def _header_fields(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        for name, header in (value or {}).items():
+            if not re.fullmatch(HEADER_NAME, name):
+                raise ValueError(f"{name!r} is not an HTTP header name")
+            if len(header) > 4096 or any(c in header for c in "\r\n\0"):
+                raise ValueError(
+                    f"the value of {name!r} must be one line of at most 4096 characters"
+                )
+        return value
+
+    @field_validator("allowed_tools")
+    @classmethod
+    def _tool_names(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and any(not name or len(name) > 128 for name in value):
+            raise ValueError("tool names are 1 to 128 characters")
+        return value
+
+
 class AgentIn(_Body):
     name: str = Field(min_length=1, max_length=200)
     model_id: str = Field(min_length=1, max_length=200, examples=["juru/demo"])
@@ -107,6 +156,7 @@ class AgentIn(_Body):
         description="Agents the model may call as tools; each call is a child run.",
     )
     max_steps: int = Field(default=20, ge=1, le=40)
+    mcp_servers: list[McpServerIn] = Field(default_factory=list, max_length=MAX_MCP_SERVERS)
 
 
 def _unset(**constraints: Any) -> Any:
@@ -127,6 +177,7 @@ class AgentPatch(_Body):
     builtin_tools: list[str] = _unset()
     agent_tools: list[AgentToolIn] = _unset(max_length=MAX_TOOLS)
     max_steps: int = _unset(ge=1, le=40)
+    mcp_servers: list[McpServerIn] = _unset(max_length=MAX_MCP_SERVERS)
 
 
 class ThreadIn(_Body):
@@ -199,6 +250,15 @@ class AgentToolOut(BaseModel):
     description: str = ""
 
 
+class McpServerOut(BaseModel):
+    name: str
+    url: str | None = Field(default=None, exclude_if=_absent)
+    headers: dict[str, str] | None = Field(
+        default=None, exclude_if=_absent, description=f"Values shown as {HEADER_MASK!r}."
+    )
+    allowed_tools: list[str] | None = Field(default=None, exclude_if=_absent)
+
+
 class AgentOut(_View):
     id: str
     name: str
@@ -208,8 +268,14 @@ class AgentOut(_View):
     builtin_tools: list[str]
     agent_tools: Annotated[list[AgentToolOut], BeforeValidator(_none_as_empty)]
     max_steps: int
+    mcp_servers: list[McpServerOut] = Field(default_factory=list)
     created_at: datetime
     updated_at: datetime
+
+    @field_validator("mcp_servers", mode="before")
+    @classmethod
+    def _masked(cls, value: Any) -> Any:
+        return masked_servers(value)
 
 
 class ThreadOut(_View):

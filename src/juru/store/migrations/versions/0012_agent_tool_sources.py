@@ -1,6 +1,7 @@
 """Tool sources beyond client and built-in tools: an agent's MCP servers (`mcp_servers`) and the
 agents it may call as tools (`agent_tools`), and a run's parent (`parent_run_id`) when another
-run started it as a tool call.
+run started it as a tool call. An agent's `revision` counts its edits, so a worker that knows an
+agent can tell from a run's claim that it has not changed.
 
 Revision ID: 0012
 Revises: 0011
@@ -22,6 +23,9 @@ def upgrade() -> None:
     with op.batch_alter_table("agents") as batch:
         batch.add_column(sa.Column("mcp_servers", sa.JSON(), nullable=True))
         batch.add_column(sa.Column("agent_tools", sa.JSON(), nullable=True))
+        batch.add_column(
+            sa.Column("revision", sa.Integer(), nullable=False, server_default=sa.text("1"))
+        )
     with op.batch_alter_table("runs") as batch:
         batch.add_column(sa.Column("parent_run_id", sa.String(length=40), nullable=True))
         batch.create_index("ix_runs_parent_run_id", ["parent_run_id"])
@@ -32,5 +36,6 @@ def downgrade() -> None:
         batch.drop_index("ix_runs_parent_run_id")
         batch.drop_column("parent_run_id")
     with op.batch_alter_table("agents") as batch:
+        batch.drop_column("revision")
         batch.drop_column("agent_tools")
         batch.drop_column("mcp_servers")
