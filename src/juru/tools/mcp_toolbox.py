@@ -14,16 +14,17 @@ import logging
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
-from langchain_mcp_adapters.sessions import Connection
-from langchain_mcp_adapters.tools import load_mcp_tools
 
 from juru.store.outage import is_database_outage
 from juru.tools.mcp_network import NetworkPolicy
 from juru.tools.mcp_servers import OperatorServer
+
+if TYPE_CHECKING:
+    from langchain_mcp_adapters.sessions import Connection
 
 logger = logging.getLogger(__name__)
 
@@ -154,6 +155,10 @@ class McpToolbox:
         return tools
 
     async def _list(self, server: dict[str, Any]) -> list[ServerTool]:
+        # The adapters bring the MCP SDK: imported by the first run that uses a server, not by
+        # every process at start (a few tenths of a second each).
+        from langchain_mcp_adapters.tools import load_mcp_tools
+
         name = server["name"]
         try:
             async with asyncio.timeout(self.services.timeout_seconds):
