@@ -17,7 +17,16 @@ from rich.table import Table
 from juru.client import Agent, Juru
 from juru.client import _calls as calls
 
-AGENT_KEYS = ("name", "model_id", "system_prompt", "tools", "builtin_tools", "max_steps")
+AGENT_KEYS = (
+    "name",
+    "model_id",
+    "system_prompt",
+    "tools",
+    "builtin_tools",
+    "agent_tools",
+    "mcp_servers",
+    "max_steps",
+)
 
 
 class AgentFileError(Exception):
