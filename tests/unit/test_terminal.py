@@ -9,11 +9,12 @@ from typing import Any
 
 import httpx
 import pytest
+from rich.console import Console
 
 from juru.client import APIConnectionError, AsyncJuru, InvalidRequestError, Juru
-from juru.client.models import ToolCall
+from juru.client.models import Agent, ToolCall
 from juru.client.tool_calls import run_blocking
-from juru.terminal.agent_files import AgentFileError, parse_agent_yaml
+from juru.terminal.agent_files import AgentFileError, agents_table, parse_agent_yaml
 from juru.terminal.chat import ToolsLoadError, load_tool_handlers
 from juru.terminal.connection import KeyChoice, choose_api_key, error_line
 
@@ -136,6 +137,24 @@ def test_both_clients_send_agent_tools_and_mcp_servers_on_create_and_update() ->
         ("PATCH", {"mcp_servers": []}),
     ]
     assert sent == expected * 2
+
+
+def test_the_agents_table_lists_every_kind_of_tool() -> None:
+    agent = Agent.model_validate(
+        {
+            **AGENT_ANSWER,
+            "tools": [{"type": "function", "function": {"name": "get_weather"}}],
+            "builtin_tools": ["rag_search"],
+            "agent_tools": AGENT_TOOLS,
+            "mcp_servers": MCP_SERVERS,
+        }
+    )
+    console = Console(width=200, record=True)
+    console.print(agents_table([agent]))
+    assert (
+        "get_weather, rag_search (built-in), ask_weather (agent), tools__* (MCP)"
+        in console.export_text()
+    )
 
 
 def test_an_api_error_is_one_line_with_the_fields_it_names() -> None:

@@ -92,6 +92,8 @@ def agents_table(agents: Iterable[Agent]) -> Table:
     for agent in agents:
         tools = [tool.function.name for tool in agent.tools]
         tools += [f"{name} (built-in)" for name in agent.builtin_tools]
+        tools += [f"{tool.name} (agent)" for tool in agent.agent_tools]
+        tools += [f"{server.name}__* (MCP)" for server in agent.mcp_servers]
         table.add_row(
             agent.id, agent.name, agent.model_id, ", ".join(tools) or "-", str(agent.max_steps)
         )
