@@ -16,6 +16,7 @@ JSON_TYPE_OF = {str: "string", bool: "boolean", int: "number", float: "number", 
 READS = {
     models.Agent: "AgentOut",
     models.AgentTool: "AgentToolOut",
+    models.McpServer: "McpServerOut",
     models.Tool: "ToolOut",
     models.Function: "FunctionOut",
     models.Thread: "ThreadOut",

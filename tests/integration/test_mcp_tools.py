@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from juru.client import AsyncJuru
+from juru.client.models import McpServer
 from juru.settings import Settings
 from juru.store.run_log import events_after
 from juru.tools.mcp_toolbox import MAX_RESULT_CHARACTERS
@@ -34,6 +36,7 @@ from tests.support.mcp_servers import (
 MODEL = "openai/gpt-4o-mini"
 SQLITE_ONLY = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 PUBLIC_ADDRESS = "93.184.215.14"
+MASKED = {"X-Token": "***"}
 
 
 @pytest.fixture(scope="module")
@@ -158,6 +161,32 @@ async def test_header_values_are_masked_and_the_mask_keeps_the_stored_value(
             refused = await hosted.client.patch(f"/v1/agents/{agent['id']}", json=body)
             api_error(refused, 400, "invalid_request")
             assert refused.json()["error"]["fields"][0]["path"] == path
+
+
+@SQLITE_ONLY
+async def test_the_async_client_creates_and_updates_an_agents_mcp_servers(
+    settings_factory: Callable[..., Settings],
+    fake_openai: FakeOpenAIServer,
+    mcp_server: ThreadedMcpServer,
+) -> None:
+    server = {"name": "tools", "url": mcp_server.url, "headers": {"X-Token": "s3cret"}}
+    async with mcp_harness(settings_factory, fake_openai) as hosted, AsyncJuru() as juru:
+        await juru.http.aclose()
+        juru.http = hosted.client  # the app in process, with the harness's key
+        agent = await juru.agents.create("Tools", MODEL, mcp_servers=[server])
+        assert agent.mcp_servers == [McpServer(name="tools", url=mcp_server.url, headers=MASKED)]
+        # The masked server sent back keeps the stored header; the tool list is narrowed.
+        kept = {**agent.mcp_servers[0].model_dump(exclude_none=True), "allowed_tools": ["echo"]}
+        updated = await juru.agents.update(agent.id, mcp_servers=[kept])
+        assert updated.mcp_servers[0].allowed_tools == ["echo"]
+        fake_openai.script([{"content": "ok"}])
+        thread = await juru.threads.create(agent.id)
+        run = await juru.runs.create(thread.id, "go")
+        await hosted.work()
+        assert (await juru.runs.get(run.id)).status == "succeeded"
+        assert offered_tools(fake_openai) == ["tools__echo"]
+        cleared = await juru.agents.update(agent.id, mcp_servers=[])
+        assert cleared.mcp_servers == []
 
 
 @SQLITE_ONLY

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+from rich.console import Console
 
-from juru.client import APIConnectionError, InvalidRequestError
-from juru.client.models import ToolCall
+from juru.client import APIConnectionError, AsyncJuru, InvalidRequestError, Juru
+from juru.client.models import Agent, ToolCall
 from juru.client.tool_calls import run_blocking
-from juru.terminal.agent_files import AgentFileError, parse_agent_yaml
+from juru.terminal.agent_files import AgentFileError, agents_table, parse_agent_yaml
 from juru.terminal.chat import ToolsLoadError, load_tool_handlers
 from juru.terminal.connection import KeyChoice, choose_api_key, error_line
 
@@ -51,6 +55,106 @@ def test_an_agent_file_is_a_mapping_of_the_agents_fields() -> None:
         parse_agent_yaml("name: x\n  model_id: y\n", "a.yaml")
     with pytest.raises(AgentFileError, match=r"unknown keys: model, tool \(an agent has: name,"):
         parse_agent_yaml("name: x\ntool: []\nmodel: y\n", "a.yaml")
+
+
+def test_an_agent_file_may_name_agent_tools_and_mcp_servers() -> None:
+    text = """\
+name: Desk
+model_id: juru/demo
+agent_tools:
+  - {agent_id: agt_1, name: ask_weather, description: The weather agent}
+mcp_servers:
+  - name: notes
+  - name: tools
+    url: https://tools.example.com/mcp
+    headers: {Authorization: Bearer t}
+    allowed_tools: [echo]
+"""
+    fields = parse_agent_yaml(text, "a.yaml")
+    assert fields["agent_tools"] == [
+        {"agent_id": "agt_1", "name": "ask_weather", "description": "The weather agent"}
+    ]
+    assert fields["mcp_servers"] == [
+        {"name": "notes"},
+        {
+            "name": "tools",
+            "url": "https://tools.example.com/mcp",
+            "headers": {"Authorization": "Bearer t"},
+            "allowed_tools": ["echo"],
+        },
+    ]
+
+
+AGENT_ANSWER = {
+    "id": "agt_1",
+    "name": "Desk",
+    "model_id": "juru/demo",
+    "system_prompt": "",
+    "tools": [],
+    "builtin_tools": [],
+    "agent_tools": [],
+    "max_steps": 20,
+    "created_at": "2026-12-02T00:00:00Z",
+    "updated_at": "2026-12-02T00:00:00Z",
+}
+AGENT_TOOLS = [{"agent_id": "agt_0", "name": "ask_weather"}]
+MCP_SERVERS = [{"name": "tools", "url": "https://tools.example.com/mcp"}]
+
+
+def recording_transport(sent: list[tuple[str, Any]]) -> httpx.MockTransport:
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append((request.method, json.loads(request.content)))
+        return httpx.Response(200, json=AGENT_ANSWER)
+
+    return httpx.MockTransport(answer)
+
+
+def test_both_clients_send_agent_tools_and_mcp_servers_on_create_and_update() -> None:
+    sent: list[tuple[str, Any]] = []
+    with Juru("http://juru.test", "k") as juru:
+        juru.http = httpx.Client(base_url="http://juru.test", transport=recording_transport(sent))
+        juru.agents.create("Desk", "juru/demo", agent_tools=AGENT_TOOLS, mcp_servers=MCP_SERVERS)
+        juru.agents.update("agt_1", agent_tools=AGENT_TOOLS, mcp_servers=MCP_SERVERS)
+        juru.agents.update("agt_1", mcp_servers=[])
+
+    async def with_the_async_client() -> None:
+        async with AsyncJuru("http://juru.test", "k") as juru:
+            await juru.http.aclose()
+            juru.http = httpx.AsyncClient(
+                base_url="http://juru.test", transport=recording_transport(sent)
+            )
+            await juru.agents.create(
+                "Desk", "juru/demo", agent_tools=AGENT_TOOLS, mcp_servers=MCP_SERVERS
+            )
+            await juru.agents.update("agt_1", agent_tools=AGENT_TOOLS, mcp_servers=MCP_SERVERS)
+            await juru.agents.update("agt_1", mcp_servers=[])
+
+    asyncio.run(with_the_async_client())
+    tools = {"agent_tools": AGENT_TOOLS, "mcp_servers": MCP_SERVERS}
+    expected = [
+        ("POST", {"name": "Desk", "model_id": "juru/demo", **tools}),
+        ("PATCH", tools),
+        ("PATCH", {"mcp_servers": []}),
+    ]
+    assert sent == expected * 2
+
+
+def test_the_agents_table_lists_every_kind_of_tool() -> None:
+    agent = Agent.model_validate(
+        {
+            **AGENT_ANSWER,
+            "tools": [{"type": "function", "function": {"name": "get_weather"}}],
+            "builtin_tools": ["rag_search"],
+            "agent_tools": AGENT_TOOLS,
+            "mcp_servers": MCP_SERVERS,
+        }
+    )
+    console = Console(width=200, record=True)
+    console.print(agents_table([agent]))
+    assert (
+        "get_weather, rag_search (built-in), ask_weather (agent), tools__* (MCP)"
+        in console.export_text()
+    )
 
 
 def test_an_api_error_is_one_line_with_the_fields_it_names() -> None:

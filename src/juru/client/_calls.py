@@ -120,6 +120,7 @@ def agent_body(
     builtin_tools: Sequence[str] | None,
     max_steps: int | None,
     agent_tools: Sequence[Mapping[str, str]] | None = None,
+    mcp_servers: Sequence[Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     return given(
         name=name,
@@ -129,6 +130,7 @@ def agent_body(
         builtin_tools=None if builtin_tools is None else list(builtin_tools),
         agent_tools=None if agent_tools is None else [dict(tool) for tool in agent_tools],
         max_steps=max_steps,
+        mcp_servers=None if mcp_servers is None else [dict(server) for server in mcp_servers],
     )
 
 

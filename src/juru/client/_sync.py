@@ -139,9 +139,10 @@ class Agents(Resource):
         builtin_tools: Sequence[str] | None = None,
         max_steps: int | None = None,
         agent_tools: Sequence[Mapping[str, str]] | None = None,
+        mcp_servers: Sequence[Mapping[str, Any]] | None = None,
     ) -> Agent:
         body = calls.agent_body(
-            name, model_id, system_prompt, tools, builtin_tools, max_steps, agent_tools
+            name, model_id, system_prompt, tools, builtin_tools, max_steps, agent_tools, mcp_servers
         )
         return self._client.send(calls.create_agent(body))
 
@@ -162,9 +163,10 @@ class Agents(Resource):
         builtin_tools: Sequence[str] | None = None,
         max_steps: int | None = None,
         agent_tools: Sequence[Mapping[str, str]] | None = None,
+        mcp_servers: Sequence[Mapping[str, Any]] | None = None,
     ) -> Agent:
         body = calls.agent_body(
-            name, model_id, system_prompt, tools, builtin_tools, max_steps, agent_tools
+            name, model_id, system_prompt, tools, builtin_tools, max_steps, agent_tools, mcp_servers
         )
         return self._client.send(calls.update_agent(agent_id, body))
 

@@ -1,6 +1,7 @@
 """The MCP SDK's side of `/mcp` (`juru.http.mcp`): `tools/list` shows each of the key's
-agents that has no client tools, `tools/call` runs one to its end (`hosted.agent_calls`) with a
-progress notification per finished step, over a stateless Streamable HTTP transport."""
+agents whose runs never wait for client tools, `tools/call` runs one to its end
+(`hosted.agent_calls`) with a progress notification per finished step, over a stateless
+Streamable HTTP transport."""
 
 from __future__ import annotations
 
@@ -61,9 +62,10 @@ def agent_server() -> Server[Any, Request]:
             text, thread_id = _arguments(arguments)
             calls = agent_calls()
             tool = await calls.tool(account(), name)
-            run = await calls.call(account(), tool, text, thread_id, _progress(server))
+            called = await calls.call(account(), tool, text, thread_id, _progress(server))
         except DomainError as error:
             return _error_result(f"{error.code}: {error.message}")
+        run = called.run
         summary = {
             "run_id": run.id,
             "thread_id": run.thread_id,
@@ -72,7 +74,7 @@ def agent_server() -> Server[Any, Request]:
             "cost_rupiah": str(run.cost_rupiah),
         }
         if run.status != "succeeded":
-            reason = run.error or f"the run ended {run.status}"
+            reason = called.stopped or run.error or f"the run ended {run.status}"
             return _error_result(f"the agent did not finish: {reason}", summary)
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=run.output or "")],

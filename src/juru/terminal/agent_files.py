@@ -17,7 +17,16 @@ from rich.table import Table
 from juru.client import Agent, Juru
 from juru.client import _calls as calls
 
-AGENT_KEYS = ("name", "model_id", "system_prompt", "tools", "builtin_tools", "max_steps")
+AGENT_KEYS = (
+    "name",
+    "model_id",
+    "system_prompt",
+    "tools",
+    "builtin_tools",
+    "agent_tools",
+    "mcp_servers",
+    "max_steps",
+)
 
 
 class AgentFileError(Exception):
@@ -83,6 +92,8 @@ def agents_table(agents: Iterable[Agent]) -> Table:
     for agent in agents:
         tools = [tool.function.name for tool in agent.tools]
         tools += [f"{name} (built-in)" for name in agent.builtin_tools]
+        tools += [f"{tool.name} (agent)" for tool in agent.agent_tools]
+        tools += [f"{server.name}__* (MCP)" for server in agent.mcp_servers]
         table.add_row(
             agent.id, agent.name, agent.model_id, ", ".join(tools) or "-", str(agent.max_steps)
         )
