@@ -128,6 +128,37 @@ async def test_an_agent_uses_its_mcp_servers_tool_and_the_record_names_the_serve
 
 
 @SQLITE_ONLY
+async def test_a_run_that_pauses_for_client_tools_keeps_its_tool_list(
+    settings_factory: Callable[..., Settings],
+    fake_openai: FakeOpenAIServer,
+    mcp_server: ThreadedMcpServer,
+) -> None:
+    fake_openai.script(
+        [
+            {"tool_calls": [call("get_weather", city="Jakarta")]},
+            {"tool_calls": [call("tools__echo", text="after the pause")]},
+            {"content": "Done."},
+        ]
+    )
+    server = {"name": "tools", "url": mcp_server.url, "allowed_tools": ["echo"]}
+    async with mcp_harness(settings_factory, fake_openai) as hosted:
+        created = await hosted.create_agent(model_id=MODEL, mcp_servers=[server])
+        thread = await hosted.create_thread(created["id"])
+        listed_before = mcp_server.recorder.methods["tools/list"]
+        started = await hosted.start_run(thread["id"], "go")
+        await hosted.work()
+        paused = await hosted.get_run(started.json()["id"])
+        assert paused["status"] == "requires_action"
+        assert (await hosted.answer(paused)).status_code == 200
+        await hosted.work()  # a second execution of the run
+        done = await hosted.get_run(paused["id"])
+        assert done["status"] == "succeeded", done["error"]
+        # One listing by Juru for the whole run (and one in the call's own session).
+        assert mcp_server.recorder.methods["tools/list"] == listed_before + 1 + 1
+        assert "tools__echo" in offered_tools(fake_openai, 1)
+
+
+@SQLITE_ONLY
 async def test_header_values_are_masked_and_the_mask_keeps_the_stored_value(
     settings_factory: Callable[..., Settings],
     fake_openai: FakeOpenAIServer,

@@ -23,7 +23,7 @@ def toolbox_raising(error: Exception) -> McpToolbox:
         raise error
 
     tool = StructuredTool.from_function(coroutine=broken, name="broken", description="fails")
-    toolbox = McpServices({}, NetworkPolicy(allow_private=True), 5.0).for_run([], ())
+    toolbox = McpServices({}, NetworkPolicy(allow_private=True), 5.0).for_run("run_1", [], ())
     toolbox.tools = {"s__broken": ServerTool("s", tool, {})}
     return toolbox
 

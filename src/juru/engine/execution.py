@@ -258,7 +258,7 @@ class RunExecution:
         self.has_builtins = bool(agent.builtin_tools)
         if agent.mcp_servers and self.context.mcp is not None:
             reserved = [*self.client_tools, *agent.builtin_tools, *self.agent_tools]
-            self.mcp_tools = self.context.mcp.for_run(agent.mcp_servers, reserved)
+            self.mcp_tools = self.context.mcp.for_run(self.run.id, agent.mcp_servers, reserved)
         return self.context.graphs.get(agent, model)
 
     async def hold(

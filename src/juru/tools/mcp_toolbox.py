@@ -1,19 +1,23 @@
-"""The tools of an agent's MCP servers within one run execution.
+"""The tools of an agent's MCP servers for one run.
 
-Each server's tool list is fetched once per execution (on the first model step that needs it)
-and kept; each call opens its own MCP session (langchain-mcp-adapters over the official SDK),
-bounded by the timeout. The model sees a server's tool `read` as `<server>__read`, so the
-transcript and the run's events name the server. Whatever goes wrong with a server (refused
-address, no answer, timeout, the tool's own error) is an `Error: ...` result for the model.
+Each server's tool list is fetched once per run in a process (on the first model step that
+needs it) and kept for the run's later executions; each call opens its own MCP session
+(langchain-mcp-adapters over the official SDK), bounded by the timeout. The model sees a
+server's tool `read` as `<server>__read`, so the transcript and the run's events name the
+server. Whatever goes wrong with a server (refused address, no answer, timeout, the tool's own
+error) is an `Error: ...` result for the model.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 import re
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from langchain_core.messages import ToolMessage
@@ -89,11 +93,28 @@ class McpServices:
     operators: dict[str, OperatorServer]
     network: NetworkPolicy
     timeout_seconds: float
+    # The toolboxes of the runs lately executed here, so that a run's later executions (after
+    # each pause for client tools) keep its servers' tool lists instead of listing them again.
+    capacity: int = 1024
+    _toolboxes: OrderedDict[tuple[str, str], McpToolbox] = field(default_factory=OrderedDict)
 
-    def for_run(self, servers: Sequence[dict[str, Any]], reserved: Iterable[str]) -> McpToolbox:
-        """The tools of `servers` (an agent's `mcp_servers`) for one run execution; names in
-        `reserved` (the agent's client and built-in tools) are never given to MCP tools."""
-        return McpToolbox(self, servers, frozenset(reserved))
+    def for_run(
+        self, run_id: str, servers: Sequence[dict[str, Any]], reserved: Iterable[str]
+    ) -> McpToolbox:
+        """The tools of `servers` (an agent's `mcp_servers`) for run `run_id`, listed once by
+        this process while the run's agent keeps those servers; names in `reserved` (the
+        agent's client, built-in and agent tools) are never given to MCP tools."""
+        frozen = frozenset(reserved)
+        spec = json.dumps([servers, sorted(frozen)], sort_keys=True, default=str)
+        key = (run_id, hashlib.sha256(spec.encode()).hexdigest())
+        toolbox = self._toolboxes.get(key)
+        if toolbox is None:
+            toolbox = self._toolboxes[key] = McpToolbox(self, servers, frozen)
+            if len(self._toolboxes) > self.capacity:
+                self._toolboxes.popitem(last=False)
+        else:
+            self._toolboxes.move_to_end(key)
+        return toolbox
 
 
 class McpToolbox:
@@ -132,8 +153,8 @@ class McpToolbox:
         return allowed
 
     async def schemas(self) -> list[dict[str, Any]]:
-        """The function schemas of every server's allowed tools (listed once per execution;
-        a server that cannot be listed adds none, and the run goes on)."""
+        """The function schemas of every server's allowed tools (listed once per run; a server
+        that cannot be listed adds none, and the run goes on)."""
         async with self._listing:
             if self.tools is None:
                 self.tools = await self._list_all()
