@@ -154,6 +154,33 @@ def test_an_agent_with_a_client_tool_streams_a_paid_answer(page: Page, server: S
     expect(page.locator("#run-cost")).not_to_have_text("Rp 0")
 
 
+def test_the_steps_of_a_called_agent_are_shown_under_the_call(page: Page, server: Server) -> None:
+    call = {"name": "researcher", "arguments": {"input": "Find a fact about Bandung"}}
+    server.fake.script(
+        [
+            {"tool_calls": [call]},  # the parent calls the other agent
+            {"content": "Bandung sits 768 m above the sea."},  # the child answers
+            {"content": "Bandung is high up: 768 m."},  # the parent, with the child's answer
+        ]
+    )
+    child = create_agent(server, name="Peneliti", model_id=FAKE_MODEL)
+    tool = {"agent_id": child["id"], "name": "researcher", "description": "Finds facts."}
+    parent = create_agent(server, name="Ketua", model_id=FAKE_MODEL, agent_tools=[tool])
+    with server.api() as api:
+        thread = api.create_thread(parent["id"])
+    sign_in(page, server, f"#/threads/{thread['id']}")
+    page.fill("#composer", "Tell me about Bandung")
+    page.click("button:has-text('Send')")
+
+    expect(page.locator("#run-status")).to_have_text("succeeded")
+    nested = page.locator(".transcript .message.child.depth-1")
+    expect(nested.last).to_contain_text("Bandung sits 768 m above the sea.")
+    expect(nested.first).to_contain_text("called agent · depth 1")
+    expect(page.locator(".transcript .message").last).to_contain_text("768 m.")
+    # The child's step is not counted as the parent's: the parent took two.
+    expect(page.locator("#run-steps")).to_have_text(re.compile(r"^step 2 of"))
+
+
 def test_a_slow_run_is_cancelled_from_the_thread(page: Page, server: Server) -> None:
     server.fake.script([JAKARTA_CALL, {"content": "a very slow answer", "hold": "slow"}])
     agent = create_agent(server, model_id=FAKE_MODEL, tools=[WEATHER_TOOL])

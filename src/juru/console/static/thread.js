@@ -82,8 +82,9 @@ class ThreadView {
     this.sendButton.disabled = true;
     this.follower = new RunFollower(this.api, runId, {
       "run.status": (run) => this.showRun(run),
-      // Events with a `depth` are a child run's (an agent this one called): not this thread's.
-      "message.completed": (message) => message.depth || this.addMessage(message),
+      // Events with a `depth` are a child run's (an agent this one called): shown nested under
+      // the call, not counted as this thread's steps.
+      "message.completed": (message) => this.addMessage(message),
       "message.delta": ({ message_id, delta }) => this.addDelta(message_id, delta),
       "step.completed": ({ step_count, cost_rupiah, depth }) =>
         depth || this.showStep(step_count, cost_rupiah),
@@ -209,10 +210,13 @@ function messageView(message) {
     h("div", { class: "tool-call" }, h("span", { class: "tag" }, "tool call"), h("strong", {}, call.name), h("pre", { class: "code" }, pretty(call.arguments))),
   );
   const label = message.role === "tool" ? `tool result · ${message.name ?? ""}` : message.role;
+  // A message of a child run (an agent this thread's agent called) is indented by its depth.
+  const depth = Math.min(message.depth ?? 0, 3);
+  const child = depth ? h("span", { class: "tag child-run" }, `called agent · depth ${message.depth}`) : null;
   return h(
     "li",
-    { class: `message ${message.role}`, dataset: { messageId: message.id } },
-    h("span", { class: "role" }, label, " ", h("small", {}, when(message.created_at))),
+    { class: `message ${message.role}${depth ? ` child depth-${depth}` : ""}`, dataset: { messageId: message.id } },
+    h("span", { class: "role" }, child, label, " ", h("small", {}, when(message.created_at))),
     message.content ? h(message.role === "tool" ? "pre" : "div", { class: "content" }, message.content) : null,
     calls,
   );
