@@ -16,7 +16,7 @@ from bench import report, run
 from bench.client import TOOL
 from bench.harness import FakeModel
 from bench.profile import attribute
-from bench.scenarios import peers, streams
+from bench.scenarios import overhead, peers, streams
 
 pytestmark = pytest.mark.e2e
 
@@ -72,13 +72,15 @@ def test_profile_charges_the_innermost_known_part() -> None:
     }
 
 
-def test_overhead_scenario_quick(tmp_path: Path) -> None:
+def test_overhead_scenario_quick(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(overhead, "LATENCY", 0.05)  # the scenario's path, at a quarter of the wait
     assert (
         run.main(["--db", "sqlite", "--scenarios", "overhead", "--quick", "--out", str(tmp_path)])
         == 0
     )
     result = json.loads((tmp_path / "overhead-sqlite.json").read_text())
     assert result["model_steps"] == result["runs"] * 5
+    assert result["model_latency_s"] == 0.05
     assert result["ratio_median"] > 1.0
     assert result["server_cpu_ms_per_step"] > 0
     saved = json.loads((tmp_path / "latest.json").read_text())

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from juru.engine import events as events_module
 from juru.engine.events import LocalRunEvents, PostgresRunEvents, RunEvents
 from juru.engine.socket_events import SocketRunEvents, events_directory
 from juru.store.urls import DatabaseUrl
@@ -229,3 +230,25 @@ async def test_sockets_left_by_killed_processes_are_skipped_and_removed(tmp_path
     finally:
         await events.stop()
     assert events.path is not None and not events.path.exists()
+
+
+@pytest.mark.postgresql
+async def test_a_postgresql_listener_stops_at_once_not_at_the_end_of_its_wait(
+    fresh_postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A listener waits for notices in turns of LISTEN_POLL_SECONDS; stopping wakes it with a
+    # notice of its own, so even a long turn does not hold up a process's shutdown.
+    monkeypatch.setattr(events_module, "LISTEN_POLL_SECONDS", 60.0)
+    dsn = DatabaseUrl.parse(fresh_postgres_url).libpq_dsn()
+    api, worker, third = (PostgresRunEvents(dsn) for _ in range(3))
+    for events in (api, worker, third):
+        await events.start()
+    try:
+        async with api.watch("!stopping") as stopping, api.watch("run_marker") as marker:
+            await asyncio.wait_for(worker.stop(), timeout=10)
+            await third.publish("run_marker")  # sent after the worker's wake-up notice
+            await asyncio.wait_for(marker.wait(), timeout=10)
+            assert not stopping.is_set()  # the other processes ignore the wake-up
+    finally:
+        await asyncio.wait_for(api.stop(), timeout=10)
+        await asyncio.wait_for(third.stop(), timeout=10)

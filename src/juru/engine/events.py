@@ -7,7 +7,8 @@ A payload is a run id (its status or lease changed, and its log may have grown),
 (its log grew, nothing else changed), `~<run id> <json>` (an ephemeral text delta, for streams
 only), `=<run id>` (only its lease changed: no event for its followers), `?<run id>` (a stream
 follows the run: its model calls should stream their text), HELLO
-(a process just started: tell it which runs you follow) or WORK.
+(a process just started: tell it which runs you follow), STOPPING (a process wakes its own
+listener to stop it; the others ignore it) or WORK.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ DELTA = "~"
 INTEREST = "?"
 LEASE = "="
 HELLO = "!hello"
+STOPPING = "!stopping"  # a process's own last notice, to wake its listener as it stops
 # How long a process remembers that another one has a stream following a run, and how often
 # at most it says again that one of its streams follows a run.
 INTEREST_SECONDS = 3600.0
@@ -150,6 +152,8 @@ class LocalRunEvents:
         return None
 
     def deliver(self, payload: str) -> None:
+        if payload == STOPPING:
+            return
         if payload == WORK:
             self._work.set()
             return
@@ -298,7 +302,10 @@ class PostgresRunEvents(LocalRunEvents):
         await self._send(HELLO)
 
     async def stop(self) -> None:
+        # Stop hearing our own notices, then send one: the listener wakes on it and leaves at
+        # once, instead of at the end of its current wait (up to LISTEN_POLL_SECONDS).
         self._stopped = True
+        await self._wake_listener()
         if self._listener is not None:
             # The listener notices the flag within LISTEN_POLL_SECONDS; cancelling it inside
             # psycopg's notifies() could leave the connection's lock held and hang its close.
@@ -328,12 +335,23 @@ class PostgresRunEvents(LocalRunEvents):
                         notices = connection.notifies(timeout=LISTEN_POLL_SECONDS)
                         async with contextlib.aclosing(notices):
                             async for notice in notices:
+                                if self._stopped:
+                                    break
                                 origin, _, payload = notice.payload.partition("|")
                                 if origin != self._origin:  # our own were delivered at once
                                     self.deliver(payload)
             except psycopg.Error:
                 logger.exception("run event listener lost its connection; reconnecting")
                 await asyncio.sleep(1)
+
+    async def _wake_listener(self) -> None:
+        async with self._send_lock:
+            if self._sender is None or self._sender.closed:
+                return
+            with contextlib.suppress(psycopg.Error):
+                await self._sender.execute(
+                    "SELECT pg_notify(%s, %s)", (CHANNEL, f"{self._origin}|{STOPPING}")
+                )
 
     def notices(self, *payloads: str) -> list[tuple[str, str]]:
         return [(CHANNEL, f"{self._origin}|{payload}") for payload in payloads]
