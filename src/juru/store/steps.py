@@ -28,7 +28,7 @@ from juru.store.run_log import (
     status_event,
     step_event,
 )
-from juru.store.run_tree import end_descendants, insert_children, pause_ancestors, roll_up
+from juru.store.run_tree import insert_children, pause_ancestors, roll_up
 from juru.store.runs import held_by
 from juru.store.tables import runs
 from juru.store.transactions import Notice, write
@@ -110,10 +110,10 @@ async def record_step(
         if step.status is not None:
             events.append(status_event(row._mapping))
         append_events(connection, step.run_id, events, step.now)
+        # A run's own write never ends it with a child still active: the write that starts
+        # children gives up the run's lease, and a run with an active child is not claimed.
         if step.children:
             insert_children(connection, step.run_id, step.children, step.now)
-        if step.status is not None and step.status.target.is_terminal:
-            end_descendants(connection, step.run_id, step.now)
         if step.status is not None and step.status.target == RunStatus.REQUIRES_ACTION:
             pending = step.status.values.get("pending_tool_calls") or []
             pause_ancestors(connection, step.ancestors, step.run_id, pending, step.now)
