@@ -14,7 +14,9 @@ from httpx import AsyncClient
 from juru.app import create_app
 from juru.runtime.agents import RuntimeAgentConfigError
 from juru.runtime.methods import class_methods_spec
+from juru.runtime.service import session_thread
 from juru.settings import Settings
+from juru.store.pruning import count_checkpoints
 from juru.store.usage import usage_by_day
 from tests.conftest import openai_env, start_client
 from tests.support.fake_openai import FakeOpenAIServer
@@ -124,6 +126,20 @@ async def test_a_session_is_created_listed_fetched_continued_and_deleted(
     assert missing.status_code == 404 and session in missing.json()["error"]
     assert await output(runtime, "delete_session", user_id="ana", session_id="second") is None
     assert await output(runtime, "list_sessions", user_id="ana") == {"sessions": []}
+
+
+async def test_a_sessions_older_checkpoints_are_dropped_after_each_turn(
+    settings_factory: Callable[..., Settings],
+) -> None:
+    app = create_app(settings_factory(runtime_enabled=True, workers=0, playground_enabled=False))
+    async for client in start_client(app):
+        await output(client, "create_session", user_id="ana", session_id="s-prune")
+        for message in ("My name is Ana.", "What is my name?"):
+            await output(client, "query", message=message, user_id="ana", session_id="s-prune")
+        checkpointer = app.state.context.checkpointer
+        assert await count_checkpoints(checkpointer, session_thread("s-prune")) == 1
+        state = await checkpointer.aget({"configurable": {"thread_id": session_thread("s-prune")}})
+        assert "Ana" in state["channel_values"]["messages"][-1].content  # the conversation stays
 
 
 async def test_another_users_session_is_missing(runtime: AsyncClient) -> None:

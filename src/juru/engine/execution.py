@@ -127,7 +127,7 @@ class RunExecution:
         self.has_builtins = False
         # The runs above this one (nearest first), when an agent called this run's agent.
         self.ancestors: tuple[str, ...] = ()
-        # The tools of the agent's MCP servers, listed at most once in this execution.
+        # The tools of the agent's MCP servers (listed once per run, kept by `McpServices`).
         self.mcp_tools: McpToolbox | None = None
         self.steps = run.step_count
         # What the next write records: transcript rows and charges not yet written.
@@ -259,7 +259,7 @@ class RunExecution:
         if agent.mcp_servers and self.context.mcp is not None:
             reserved = [*self.client_tools, *agent.builtin_tools, *self.agent_tools]
             self.mcp_tools = self.context.mcp.for_run(self.run.id, agent.mcp_servers, reserved)
-        return self.context.graphs.get(agent, model)
+        return graphs.get(agent, model)
 
     async def hold(
         self, history: Sequence[BaseMessage], tools: Sequence[dict[str, Any]], step: int

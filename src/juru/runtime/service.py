@@ -170,7 +170,7 @@ class RuntimeService:
                 await asyncio.shield(self._settle(session_id, thread))
 
     async def _settle(self, session_id: str, thread: str) -> None:
-        await prune_checkpoints(self.checkpointer, thread)
+        await prune_checkpoints(self.engine, thread)
         await store.touch_session(self.engine, session_id, self.clock())
 
     def _start(

@@ -36,34 +36,6 @@ from juru.store.urls import DatabaseUrl
 from juru.store.write_queue import SqliteWriter
 
 POSTGRES_POOL_MAX = 10
-# LangGraph's SQLite saver: `checkpoints` and their pending `writes`.
-_SQLITE_LATEST = (
-    "SELECT checkpoint_ns, MAX(checkpoint_id) FROM checkpoints WHERE thread_id = :thread "
-    "GROUP BY checkpoint_ns"
-)
-SQLITE_KEEP_LATEST = (
-    "DELETE FROM writes WHERE thread_id = :thread "
-    f"AND (checkpoint_ns, checkpoint_id) NOT IN ({_SQLITE_LATEST})",
-    "DELETE FROM checkpoints WHERE thread_id = :thread "
-    f"AND (checkpoint_ns, checkpoint_id) NOT IN ({_SQLITE_LATEST})",
-)
-# LangGraph's PostgreSQL saver also keeps channel values in `checkpoint_blobs`, by channel and
-# version: a blob stays while the checkpoint left refers to it.
-_POSTGRES_LATEST = (
-    "(SELECT MAX(latest.checkpoint_id) FROM checkpoints latest "
-    "WHERE latest.thread_id = :thread AND latest.checkpoint_ns = {table}.checkpoint_ns)"
-)
-POSTGRES_KEEP_LATEST = (
-    "DELETE FROM checkpoint_writes WHERE thread_id = :thread "
-    f"AND checkpoint_id <> {_POSTGRES_LATEST.format(table='checkpoint_writes')}",
-    "DELETE FROM checkpoints WHERE thread_id = :thread "
-    f"AND checkpoint_id <> {_POSTGRES_LATEST.format(table='checkpoints')}",
-    "DELETE FROM checkpoint_blobs WHERE thread_id = :thread AND NOT EXISTS ("
-    "SELECT 1 FROM checkpoints kept WHERE kept.thread_id = :thread "
-    "AND kept.checkpoint_ns = checkpoint_blobs.checkpoint_ns "
-    "AND kept.checkpoint -> 'channel_versions' ->> checkpoint_blobs.channel "
-    "= checkpoint_blobs.version)",
-)
 
 
 # Within `reading_once()`: the latest checkpoint of each (thread, namespace) read so far and not
@@ -186,16 +158,6 @@ class ThreadedSqliteSaver(SqliteSaver):
     async def adelete_thread(self, thread_id: str) -> None:
         forget_reads()
         await self._writer.call(self.delete_thread, thread_id)
-
-    async def keep_latest(self, thread_id: str) -> None:
-        """Drop every checkpoint of the thread but the latest (per namespace), with its writes."""
-
-        def prune() -> None:
-            with self.cursor() as cursor:
-                for statement in SQLITE_KEEP_LATEST:
-                    cursor.execute(statement, {"thread": thread_id})
-
-        await self._writer.call(prune)
 
     def close(self) -> None:
         """Close the connection once no call is using it: a write whose caller was cancelled

@@ -3,7 +3,9 @@
 The conversation lives in a thread's latest checkpoint, so the older ones (and their pending
 writes, and on PostgreSQL the channel values only they refer to) can go: storage grows with the
 conversation, not with the number of steps it took. A hosted run drops them inside the write
-that pauses or ends it (`keep_latest_checkpoints`), with no transaction of its own.
+that pauses or ends it (`keep_latest_checkpoints`), with no transaction of its own; the Agent
+Runtime's sessions after each turn (`prune_checkpoints`). The SQL is on the tables of
+LangGraph's savers (on the same database as Juru's).
 """
 
 from __future__ import annotations
@@ -13,11 +15,40 @@ from typing import Any
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from sqlalchemy import Connection, text
 
-from juru.store.checkpointer import POSTGRES_KEEP_LATEST, SQLITE_KEEP_LATEST, ThreadedSqliteSaver
+from juru.store.database import Database
+from juru.store.transactions import write
 
+# LangGraph's SQLite saver: `checkpoints` and their pending `writes`.
+_SQLITE_LATEST = (
+    "SELECT checkpoint_ns, MAX(checkpoint_id) FROM checkpoints WHERE thread_id = :thread "
+    "GROUP BY checkpoint_ns"
+)
+_SQLITE_KEEP_LATEST = (
+    "DELETE FROM writes WHERE thread_id = :thread "
+    f"AND (checkpoint_ns, checkpoint_id) NOT IN ({_SQLITE_LATEST})",
+    "DELETE FROM checkpoints WHERE thread_id = :thread "
+    f"AND (checkpoint_ns, checkpoint_id) NOT IN ({_SQLITE_LATEST})",
+)
+# LangGraph's PostgreSQL saver also keeps channel values in `checkpoint_blobs`, by channel and
+# version: a blob stays while the checkpoint left refers to it.
+_POSTGRES_LATEST = (
+    "(SELECT MAX(latest.checkpoint_id) FROM checkpoints latest "
+    "WHERE latest.thread_id = :thread AND latest.checkpoint_ns = {table}.checkpoint_ns)"
+)
+_POSTGRES_KEEP_LATEST = (
+    "DELETE FROM checkpoint_writes WHERE thread_id = :thread "
+    f"AND checkpoint_id <> {_POSTGRES_LATEST.format(table='checkpoint_writes')}",
+    "DELETE FROM checkpoints WHERE thread_id = :thread "
+    f"AND checkpoint_id <> {_POSTGRES_LATEST.format(table='checkpoints')}",
+    "DELETE FROM checkpoint_blobs WHERE thread_id = :thread AND NOT EXISTS ("
+    "SELECT 1 FROM checkpoints kept WHERE kept.thread_id = :thread "
+    "AND kept.checkpoint_ns = checkpoint_blobs.checkpoint_ns "
+    "AND kept.checkpoint -> 'channel_versions' ->> checkpoint_blobs.channel "
+    "= checkpoint_blobs.version)",
+)
 _KEEP_LATEST = {
-    "sqlite": [text(statement) for statement in SQLITE_KEEP_LATEST],
-    "postgresql": [text(statement) for statement in POSTGRES_KEEP_LATEST],
+    "sqlite": [text(statement) for statement in _SQLITE_KEEP_LATEST],
+    "postgresql": [text(statement) for statement in _POSTGRES_KEEP_LATEST],
 }
 
 
@@ -28,12 +59,9 @@ def keep_latest_checkpoints(connection: Connection, thread_id: str) -> None:
         connection.execute(statement, {"thread": thread_id})
 
 
-async def prune_checkpoints(checkpointer: BaseCheckpointSaver[Any], thread_id: str) -> None:
-    """The same through the checkpointer, in a transaction of its own."""
-    if isinstance(checkpointer, ThreadedSqliteSaver):
-        await checkpointer.keep_latest(thread_id)
-        return
-    await checkpointer.aprune([thread_id], strategy="keep_latest")
+async def prune_checkpoints(engine: Database, thread_id: str) -> None:
+    """The same in a write of its own (after a runtime session's turn)."""
+    await write(engine, lambda connection: keep_latest_checkpoints(connection, thread_id))
 
 
 async def count_checkpoints(checkpointer: BaseCheckpointSaver[Any], thread_id: str) -> int:
