@@ -13,6 +13,8 @@ import pytest
 import sqlalchemy.exc
 from langchain_core.tools import StructuredTool
 
+from juru.core.errors import InvalidFieldError
+from juru.hosted.agents import check_mcp_servers
 from juru.tools.mcp_network import NetworkPolicy, address_problem
 from juru.tools.mcp_servers import McpConfigError, load_operator_servers
 from juru.tools.mcp_toolbox import McpServices, McpToolbox, ServerTool, model_tool_name
@@ -67,6 +69,28 @@ def test_model_tool_names_are_what_providers_accept() -> None:
 )
 def test_only_public_addresses_pass(address: str, problem: str | None) -> None:
     assert address_problem(address) == problem
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://[", "is not a URL"),
+        ("http://[zz]/mcp", "is not a URL"),
+        ("http://a..b/mcp", "does not resolve"),
+        ("http://" + "a" * 64 + ".example/mcp", "does not resolve"),
+        ("http://\udcff/mcp", "does not resolve"),
+        ("http://:80/mcp", "has no host"),
+        ("http://example.com:99999/mcp", "has an invalid port"),
+    ],
+)
+async def test_a_url_that_cannot_be_reached_is_refused_naming_the_field(
+    url: str, reason: str
+) -> None:
+    services = McpServices({}, NetworkPolicy(allow_private=False), 5.0)
+    with pytest.raises(InvalidFieldError) as refused:
+        await check_mcp_servers([{"name": "files", "url": url}], services)
+    assert refused.value.path == "mcp_servers.0.url"
+    assert reason in refused.value.reason
 
 
 def test_the_operators_file_gives_named_servers(tmp_path: Path) -> None:

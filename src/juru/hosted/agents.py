@@ -149,15 +149,19 @@ async def check_mcp_servers(servers: Sequence[dict[str, Any]], mcp: McpServices)
                 f"{name!r} is an operator-defined server: name it without a url, or give "
                 "yours another name",
             )
-        parts = urlsplit(url)
-        if parts.hostname is None:
+        try:
+            parts = urlsplit(url)
+            hostname = parts.hostname
+        except ValueError as error:
+            raise InvalidFieldError(f"{where}.url", f"is not a URL: {error}") from None
+        if hostname is None:
             raise InvalidFieldError(f"{where}.url", "has no host")
         try:
             port = parts.port or (443 if parts.scheme == "https" else 80)
         except ValueError:
             raise InvalidFieldError(f"{where}.url", "has an invalid port") from None
         try:
-            await mcp.network.checked_addresses(parts.hostname, port)
+            await mcp.network.checked_addresses(hostname, port)
         except AddressRefusedError as error:
             raise InvalidFieldError(f"{where}.url", str(error)) from None
 

@@ -70,7 +70,8 @@ class NetworkPolicy:
         else:
             try:
                 addresses = await self.resolve(host, port)
-            except OSError:
+            except (OSError, UnicodeError):
+                # UnicodeError: a name that IDNA cannot encode (an empty or 64-character label).
                 raise AddressRefusedError(f"the host {host!r} does not resolve") from None
             if not addresses:
                 raise AddressRefusedError(f"the host {host!r} does not resolve")
