@@ -42,6 +42,19 @@ _TAKE = (
     .values(held_rupiah=accounts.c.held_rupiah + bindparam("amount", type_=Money()))
 )
 
+# Statements of the step path, built once (their cache keys are computed once).
+_INSERT = insert(balance_holds)
+_REMOVE = (
+    delete(balance_holds)
+    .where(balance_holds.c.id == bindparam("hold_id"))
+    .returning(balance_holds.c.amount_rupiah)
+)
+_GIVE_BACK = (
+    update(accounts)
+    .where(accounts.c.id == bindparam("account_id"))
+    .values(held_rupiah=accounts.c.held_rupiah - bindparam("amount", type_=Money()))
+)
+
 
 def take_hold(connection: Connection, hold: Hold) -> bool:
     """Set the hold aside if the account's available balance (balance less what is held)
@@ -50,15 +63,16 @@ def take_hold(connection: Connection, hold: Hold) -> bool:
     if not taken.rowcount:
         return False
     connection.execute(
-        insert(balance_holds).values(
-            id=hold.id,
-            account_id=hold.account_id,
-            amount_rupiah=hold.amount,
-            what=hold.what,
-            run_id=hold.run_id,
-            created_at=hold.created_at,
-            expires_at=hold.expires_at,
-        )
+        _INSERT,
+        {
+            "id": hold.id,
+            "account_id": hold.account_id,
+            "amount_rupiah": hold.amount,
+            "what": hold.what,
+            "run_id": hold.run_id,
+            "created_at": hold.created_at,
+            "expires_at": hold.expires_at,
+        },
     )
     return True
 
@@ -66,22 +80,14 @@ def take_hold(connection: Connection, hold: Hold) -> bool:
 def remove_hold(connection: Connection, hold_id: str) -> Decimal:
     """Delete the hold's row and return its amount (0 when it was settled or released
     before): the caller takes the amount off `accounts.held_rupiah` in the same transaction."""
-    removed = connection.execute(
-        delete(balance_holds)
-        .where(balance_holds.c.id == hold_id)
-        .returning(balance_holds.c.amount_rupiah)
-    ).first()
+    removed = connection.execute(_REMOVE, {"hold_id": hold_id}).first()
     return Decimal(0) if removed is None else Decimal(removed[0])
 
 
 def release_in(connection: Connection, account_id: str, hold_id: str) -> None:
     amount = remove_hold(connection, hold_id)
     if amount:
-        connection.execute(
-            update(accounts)
-            .where(accounts.c.id == account_id)
-            .values(held_rupiah=accounts.c.held_rupiah - amount)
-        )
+        connection.execute(_GIVE_BACK, {"account_id": account_id, "amount": amount})
 
 
 async def hold(engine: Database, hold: Hold, replacing: str | None = None) -> bool:

@@ -8,9 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, insert, or_, select, update
+from sqlalchemy import BindParameter, Connection, and_, bindparam, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from juru.core.states import ACTIVE, RunStatus, check_transition
@@ -23,6 +25,7 @@ from juru.store.run_log import append_events, append_to_logs, status_event
 from juru.store.run_tree import end_descendants, lock_descendants, withdraw_calls
 from juru.store.tables import ACTIVE_RUN_STATUSES, accounts, agents, runs
 from juru.store.transactions import Notice, notify, write
+from juru.store.types import Money
 
 
 class ThreadBusyError(RuntimeError):
@@ -59,13 +62,6 @@ async def _returning_run(engine: Database, statement: Any) -> RunRecord | None:
 
     row = await write(engine, execute)
     return None if row is None else RunRecord.from_row(row._mapping)
-
-
-async def _changed_a_row(engine: Database, statement: Any) -> bool:
-    def execute(connection: Connection) -> int:
-        return connection.execute(statement).rowcount
-
-    return bool(await write(engine, execute))
 
 
 async def create_run(
@@ -150,17 +146,63 @@ class RunGuard:
     waiting_before: datetime | None = None
     deadline_before: datetime | None = None
 
-    def conditions(self) -> list[Any]:
-        conditions = []
-        if self.held_by is not None:
-            conditions.append(held_by(self.held_by))
-        if self.pause_count is not None:
-            conditions.append(runs.c.pause_count == self.pause_count)
-        if self.waiting_before is not None:
-            conditions.append(runs.c.waiting_since < self.waiting_before)
-        if self.deadline_before is not None:
-            conditions.append(runs.c.deadline_at < self.deadline_before)
-        return conditions
+    def names(self) -> tuple[str, ...]:
+        """The guards set, as `run_update` takes them."""
+        return tuple(name for name in _GUARD_CONDITIONS if getattr(self, name) is not None)
+
+    def parameters(self) -> dict[str, Any]:
+        """The guard's values, by the names of `run_update`'s parameters."""
+        return {
+            f"guard_{name}": value
+            for name in _GUARD_CONDITIONS
+            if (value := getattr(self, name)) is not None
+        }
+
+
+# Each guard's condition, on a parameter `guard_<name>`.
+_GUARD_CONDITIONS: dict[str, Any] = {
+    "held_by": and_(
+        runs.c.status == RunStatus.RUNNING.value,
+        runs.c.lease_owner == bindparam("guard_held_by"),
+    ),
+    "pause_count": runs.c.pause_count == bindparam("guard_pause_count"),
+    "waiting_before": runs.c.waiting_since < bindparam("guard_waiting_before"),
+    "deadline_before": runs.c.deadline_at < bindparam("guard_deadline_before"),
+}
+
+
+@lru_cache(maxsize=256)
+def run_update(
+    sources: tuple[str, ...],
+    guards: tuple[str, ...],
+    columns: tuple[str, ...],
+    add_cost: bool = False,
+    returning: tuple[str, ...] | None = None,
+) -> Any:
+    """The UPDATE of one run (`run_id`), built once per shape: only if it is in one of
+    `sources` (any status when empty) and its `guards` hold (`RunGuard.parameters`); sets each
+    of `columns` to the parameter `set_<column>`, adds `added_cost` to its cost when
+    `add_cost`; returns the `returning` columns (all when None). Building a statement and its
+    cache key costs more than running it: the step path's writes reuse one per shape."""
+    conditions = [runs.c.id == bindparam("run_id"), *(_GUARD_CONDITIONS[g] for g in guards)]
+    if sources:
+        conditions.append(runs.c.status.in_(sources))
+    values: dict[str, Any] = {column: bindparam(f"set_{column}") for column in columns}
+    if add_cost:
+        values["cost_rupiah"] = runs.c.cost_rupiah + bindparam("added_cost", type_=Money())
+    shown = runs.c if returning is None else [runs.c[column] for column in returning]
+    return update(runs).where(*conditions).values(values).returning(*shown)
+
+
+def run_update_parameters(
+    run_id: str, guard: RunGuard, values: dict[str, Any], added_cost: Decimal | None = None
+) -> dict[str, Any]:
+    """The parameters of a `run_update` statement of the matching shape."""
+    parameters = {"run_id": run_id, **guard.parameters()}
+    parameters.update({f"set_{column}": value for column, value in values.items()})
+    if added_cost is not None:
+        parameters["added_cost"] = added_cost
+    return parameters
 
 
 class _NotMoved(Exception):
@@ -196,15 +238,8 @@ async def transition_run(
     for source in sources:
         check_transition(source, target)
     changes = {"status": target.value, "updated_at": now, **(values or {})}
-    statement = (
-        update(runs)
-        .where(
-            runs.c.id == run_id,
-            runs.c.status.in_([s.value for s in sources]),
-            *(guard or RunGuard()).conditions(),
-        )
-        .returning(*runs.c)
-    )
+    guard = guard or RunGuard()
+    source_values = tuple(sorted(source.value for source in sources))
 
     def move(connection: Connection) -> RunRecord:
         if target.is_terminal:
@@ -219,7 +254,8 @@ async def transition_run(
             changes.update(hold_id=None, hold_rupiah=None)
         if hold is not None and take_hold(connection, hold):
             changes.update(hold_id=hold.id, hold_rupiah=hold.amount)
-        row = connection.execute(statement.values(changes)).first()
+        statement = run_update(source_values, guard.names(), tuple(changes))
+        row = connection.execute(statement, run_update_parameters(run_id, guard, changes)).first()
         if row is None:
             raise _NotMoved
         if unclaimed is not None and unclaimed.hold_id is not None:
@@ -253,18 +289,10 @@ _ACCOUNT_TIER = (
 ).label("account_tier")
 
 
-async def claim_runs(
-    engine: Database,
-    worker: str,
-    now: datetime,
-    lease_seconds: float,
-    limit: int = 1,
-    notices_for: Callable[[Sequence[RunRecord]], Sequence[Notice]] | None = None,
-) -> list[RunRecord]:
-    """Take up to `limit` of the oldest runs that need a worker (queued, resumed, or left by a
-    dead worker) in one statement; fewer than `limit` means none is left (a run waiting for a
-    child run it started is not claimable until the child ended). `notices_for` names what the
-    same transaction tells the other processes of the runs it claimed."""
+def _claim_statement(dialect_name: str) -> Any:
+    """The claim's UPDATE, built once per dialect (its parameters: `worker`, `claim_now`,
+    `claim_until`, `claim_limit`)."""
+    now: BindParameter[datetime] = bindparam("claim_now")
     child = runs.alias("child")
     waits_for_a_child = (
         select(child.c.id)
@@ -283,8 +311,10 @@ async def claim_runs(
             ~waits_for_a_child,
         ),
     )
-    candidates = select(runs.c.id).where(claimable).order_by(runs.c.id).limit(limit)
-    if engine.dialect_name == "postgresql":
+    candidates = (
+        select(runs.c.id).where(claimable).order_by(runs.c.id).limit(bindparam("claim_limit"))
+    )
+    if dialect_name == "postgresql":
         # A materialised CTE is evaluated once; PostgreSQL may run an IN (subquery) again
         # and take more than `limit` rows.
         chosen = (
@@ -295,22 +325,46 @@ async def claim_runs(
         picked: Any = runs.c.id.in_(select(chosen.c.id))
     else:
         picked = runs.c.id.in_(candidates.scalar_subquery())
-    check_transition(RunStatus.QUEUED, RunStatus.RUNNING)
-    statement = (
+    return (
         update(runs)
         .where(picked, claimable)
         .values(
             status=RunStatus.RUNNING.value,
-            lease_owner=worker,
-            lease_expires_at=now + timedelta(seconds=lease_seconds),
+            lease_owner=bindparam("worker"),
+            lease_expires_at=bindparam("claim_until"),
             attempts=runs.c.attempts + 1,
             updated_at=now,
         )
         .returning(*runs.c, _AGENT_REVISION, _ACCOUNT_TIER)
     )
 
+
+_CLAIM = {dialect: _claim_statement(dialect) for dialect in ("sqlite", "postgresql")}
+
+
+async def claim_runs(
+    engine: Database,
+    worker: str,
+    now: datetime,
+    lease_seconds: float,
+    limit: int = 1,
+    notices_for: Callable[[Sequence[RunRecord]], Sequence[Notice]] | None = None,
+) -> list[RunRecord]:
+    """Take up to `limit` of the oldest runs that need a worker (queued, resumed, or left by a
+    dead worker) in one statement; fewer than `limit` means none is left (a run waiting for a
+    child run it started is not claimable until the child ended). `notices_for` names what the
+    same transaction tells the other processes of the runs it claimed."""
+    check_transition(RunStatus.QUEUED, RunStatus.RUNNING)
+    statement = _CLAIM[engine.dialect_name]
+    parameters = {
+        "worker": worker,
+        "claim_now": now,
+        "claim_until": now + timedelta(seconds=lease_seconds),
+        "claim_limit": limit,
+    }
+
     def execute(connection: Connection) -> list[RunRecord]:
-        rows = connection.execute(statement).all()
+        rows = connection.execute(statement, parameters).all()
         # Only a claim makes `attempts` grow: 1 means the run was queued until now.
         started = [(row.id, status_event(row._mapping)) for row in rows if row.attempts == 1]
         append_to_logs(connection, started, now)
@@ -322,21 +376,18 @@ async def claim_runs(
     return await write(engine, execute)
 
 
-def held_by(worker: str) -> Any:
-    """The condition that the run is running under `worker`'s lease."""
-    return and_(runs.c.status == RunStatus.RUNNING.value, runs.c.lease_owner == worker)
-
-
 async def renew_lease(
     engine: Database, run_id: str, worker: str, now: datetime, lease_seconds: float
 ) -> bool:
     """Extend the worker's lease; False when the run is no longer running under it."""
-    statement = (
-        update(runs)
-        .where(runs.c.id == run_id, held_by(worker))
-        .values(lease_expires_at=now + timedelta(seconds=lease_seconds))
+    statement = run_update((), ("held_by",), ("lease_expires_at",), returning=("id",))
+    parameters = run_update_parameters(
+        run_id,
+        RunGuard(held_by=worker),
+        {"lease_expires_at": now + timedelta(seconds=lease_seconds)},
     )
-    return await _changed_a_row(engine, statement)
+    row = await write(engine, lambda connection: connection.execute(statement, parameters).first())
+    return row is not None
 
 
 async def overdue_runs(

@@ -15,7 +15,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Connection, update
+from sqlalchemy import Connection
 
 from juru.core.money import PriceRules
 from juru.core.states import RunStatus, check_transition
@@ -29,8 +29,7 @@ from juru.store.run_log import (
     step_event,
 )
 from juru.store.run_tree import insert_children, pause_ancestors, roll_up
-from juru.store.runs import held_by
-from juru.store.tables import runs
+from juru.store.runs import RunGuard, run_update, run_update_parameters
 from juru.store.transactions import Notice, write
 from juru.store.transcript import append_transcript
 from juru.store.usage import ChargeRequest, take_charge
@@ -70,9 +69,6 @@ class StepWrite:
     prune_thread: str | None = None
 
 
-_VIEW = [runs.c[name] for name in RUN_VIEW_COLUMNS]
-
-
 class _LeaseLost(Exception):
     """Rolls the step back: the run is no longer running under this worker."""
 
@@ -91,16 +87,18 @@ async def record_step(
         for charge in step.charges:
             cost += take_charge(connection, charge, rules, step.tier)
         values: dict[str, Any] = {"updated_at": step.now, **step.run_values}
-        conditions = [runs.c.id == step.run_id, held_by(step.worker)]
-        if cost:
-            values["cost_rupiah"] = runs.c.cost_rupiah + cost
+        sources: tuple[str, ...] = ()
         if step.step_count is not None:
             values["step_count"] = step.step_count
         if step.status is not None:
             values.update(step.status.values, status=step.status.target.value)
-            conditions.append(runs.c.status.in_([s.value for s in step.status.sources]))
-        statement = update(runs).where(*conditions).values(values).returning(*_VIEW)
-        row = connection.execute(statement).first()
+            sources = tuple(sorted(source.value for source in step.status.sources))
+        guard = RunGuard(held_by=step.worker)
+        statement = run_update(
+            sources, ("held_by",), tuple(values), add_cost=bool(cost), returning=RUN_VIEW_COLUMNS
+        )
+        parameters = run_update_parameters(step.run_id, guard, values, cost if cost else None)
+        row = connection.execute(statement, parameters).first()
         if row is None:
             raise _LeaseLost
         append_transcript(connection, step.thread_id, step.run_id, step.messages, step.now)

@@ -8,7 +8,7 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Connection, Date, cast, func, select, update
+from sqlalchemy import Connection, Date, bindparam, cast, func, select, update
 
 from juru.core.ids import new_id
 from juru.core.money import PriceRules, to_micro
@@ -17,6 +17,7 @@ from juru.store.holds import remove_hold
 from juru.store.run_tree import add_run_cost
 from juru.store.tables import accounts, usage_charges
 from juru.store.transactions import write
+from juru.store.types import Money
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,25 @@ def monthly_list_spend(connection: Connection, account_id: str, now: datetime) -
     return Decimal(spent or 0)
 
 
+# Statements of the step path, built once (their cache keys are computed once).
+_TIER = select(accounts.c.tier).where(accounts.c.id == bindparam("account_id"))
+_INSERT_CHARGE = {
+    dialect: dialect_insert(dialect, usage_charges).on_conflict_do_nothing(
+        index_elements=[usage_charges.c.charge_key]
+    )
+    for dialect in ("sqlite", "postgresql")
+}
+# The call's cost off the balance, its hold off what is held (either may be 0).
+_SETTLE = (
+    update(accounts)
+    .where(accounts.c.id == bindparam("account_id"))
+    .values(
+        balance_rupiah=accounts.c.balance_rupiah - bindparam("cost", type_=Money()),
+        held_rupiah=accounts.c.held_rupiah - bindparam("released", type_=Money()),
+    )
+)
+
+
 def take_charge(
     connection: Connection,
     request: ChargeRequest,
@@ -63,42 +83,34 @@ def take_charge(
     the caller's to add. A charge whose `charge_key` was taken before is not taken again (its
     hold is still given back): returns the cost taken now, 0 for such a repeat."""
     if tier is None:
-        tier = str(
-            connection.scalar(select(accounts.c.tier).where(accounts.c.id == request.account_id))
-        )
+        tier = str(connection.scalar(_TIER, {"account_id": request.account_id}))
     spent = Decimal(0)
     if rules.uses_monthly_spend:
         spent = monthly_list_spend(connection, request.account_id, request.created_at)
     cost = rules.charge(request.list_cost, tier, spent)
     inserted = connection.execute(
-        dialect_insert(connection.dialect.name, usage_charges)
-        .values(
-            id=new_id("chg"),
-            account_id=request.account_id,
-            source=request.source,
-            run_id=request.run_id,
-            step=request.step,
-            model_id=request.model_id,
-            input_tokens=request.input_tokens,
-            output_tokens=request.output_tokens,
-            list_cost_rupiah=to_micro(request.list_cost),
-            cost_rupiah=cost,
-            created_at=request.created_at,
-            charge_key=request.charge_key,
-        )
-        .on_conflict_do_nothing(index_elements=[usage_charges.c.charge_key])
+        _INSERT_CHARGE[connection.dialect.name],
+        {
+            "id": new_id("chg"),
+            "account_id": request.account_id,
+            "source": request.source,
+            "run_id": request.run_id,
+            "step": request.step,
+            "model_id": request.model_id,
+            "input_tokens": request.input_tokens,
+            "output_tokens": request.output_tokens,
+            "list_cost_rupiah": to_micro(request.list_cost),
+            "cost_rupiah": cost,
+            "created_at": request.created_at,
+            "charge_key": request.charge_key,
+        },
     )
     if not inserted.rowcount:
         cost = Decimal(0)
     released = remove_hold(connection, request.hold_id) if request.hold_id else Decimal(0)
-    changes: dict[str, Any] = {}
-    if cost:
-        changes["balance_rupiah"] = accounts.c.balance_rupiah - cost
-    if released:
-        changes["held_rupiah"] = accounts.c.held_rupiah - released
-    if changes:
+    if cost or released:
         connection.execute(
-            update(accounts).where(accounts.c.id == request.account_id).values(changes)
+            _SETTLE, {"account_id": request.account_id, "cost": cost, "released": released}
         )
     return cost
 
