@@ -13,11 +13,15 @@ import socket
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+import psycopg
 import pytest
+from sqlalchemy import Connection
 
 from juru.engine import events as events_module
 from juru.engine.events import LocalRunEvents, PostgresRunEvents, RunEvents
 from juru.engine.socket_events import SocketRunEvents, events_directory
+from juru.store.database import open_database
+from juru.store.transactions import write
 from juru.store.urls import DatabaseUrl
 
 WAKE_SECONDS = 10.0
@@ -252,3 +256,31 @@ async def test_a_postgresql_listener_stops_at_once_not_at_the_end_of_its_wait(
     finally:
         await asyncio.wait_for(api.stop(), timeout=10)
         await asyncio.wait_for(third.stop(), timeout=10)
+
+
+@pytest.mark.postgresql
+async def test_a_writes_notices_arrive_in_order_at_its_commit_and_never_after_a_rollback(
+    fresh_postgres_url: str,
+) -> None:
+    database = open_database(DatabaseUrl.parse(fresh_postgres_url))
+    listener = await psycopg.AsyncConnection.connect(
+        DatabaseUrl.parse(fresh_postgres_url).libpq_dsn(), autocommit=True
+    )
+
+    def fails(_connection: Connection) -> None:
+        raise RuntimeError("rolled back")
+
+    try:
+        await listener.execute("LISTEN juru_test")
+        await write(database, lambda _: None, [("juru_test", "one")])
+        await write(database, lambda _: None, [("juru_test", n) for n in ("two", "three", "four")])
+        with pytest.raises(RuntimeError):
+            await write(database, fails, [("juru_test", "lost"), ("juru_test", "lost too")])
+        await write(database, lambda _: None, [("juru_test", "five"), ("juru_test", "six")])
+        received = [
+            notice.payload async for notice in listener.notifies(timeout=WAKE_SECONDS, stop_after=6)
+        ]
+        assert received == ["one", "two", "three", "four", "five", "six"]
+    finally:
+        await listener.close()
+        await database.dispose()
