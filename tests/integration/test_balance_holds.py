@@ -15,9 +15,10 @@ from langchain_core.messages import HumanMessage
 from sqlalchemy import Engine, event, select
 
 from juru.engine.worker import Worker
+from juru.store import runs as run_store
 from juru.store.accounts import account_named
 from juru.store.holds import held_total
-from juru.store.tables import usage_charges
+from juru.store.tables import balance_holds, usage_charges
 from juru.store.usage import charges_of_run
 from tests.integration.test_run_engine import OPENAI_MODEL, WEATHER_CALL, _until
 from tests.support.fake_openai import FakeOpenAIServer
@@ -315,3 +316,24 @@ async def test_cancelling_a_resumed_run_before_a_worker_takes_it_gives_its_hold_
     assert cancelled.json()["status"] == "cancelled"
     balance, held = await account_state(hosted, "tester")
     assert held == 0 and balance == 1_000_000 - Decimal(str(cancelled.json()["cost_rupiah"]))
+
+
+async def test_a_run_whose_first_hold_does_not_fit_is_created_without_one(
+    hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+) -> None:
+    # The hold's row is written before the account is touched (the account's row goes last in
+    # a write); a hold that does not fit leaves neither the row nor the run's mark of it.
+    hosted = hosted_openai
+    hosted.act_as(await hosted.new_account("short", balance=100))
+    run = await hosted.new_run(model_id=OPENAI_MODEL)
+    assert run["status"] == "queued"
+    assert await account_state(hosted, "short") == (Decimal(100), Decimal(0))
+    stored = await run_store.get_run(hosted.context.engine, run["id"])
+    assert stored is not None and stored.hold_id is None and stored.hold_rupiah is None
+    holds = await hosted.context.engine.rows(select(balance_holds.c.id))
+    assert holds == []
+    await hosted.work()
+    ended = await hosted.get_run(run["id"])
+    assert ended["status"] == "failed" and "balance" in ended["error"]
+    assert fake_openai.requests() == []
+    assert await account_state(hosted, "short") == (Decimal(100), Decimal(0))

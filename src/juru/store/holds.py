@@ -56,12 +56,8 @@ _GIVE_BACK = (
 )
 
 
-def take_hold(connection: Connection, hold: Hold) -> bool:
-    """Set the hold aside if the account's available balance (balance less what is held)
-    covers it; False, and nothing written, when it does not."""
-    taken = connection.execute(_TAKE, {"account_id": hold.account_id, "amount": hold.amount})
-    if not taken.rowcount:
-        return False
+def insert_hold(connection: Connection, hold: Hold) -> None:
+    """The hold's row; `reserve` then sets its amount aside on the account."""
     connection.execute(
         _INSERT,
         {
@@ -74,7 +70,27 @@ def take_hold(connection: Connection, hold: Hold) -> bool:
             "expires_at": hold.expires_at,
         },
     )
-    return True
+
+
+def reserve(connection: Connection, hold: Hold) -> bool:
+    """Set the amount of a hold inserted in this transaction (`insert_hold`) aside, if the
+    account's available balance (balance less what is held) covers it; when it does not,
+    delete the hold's row and return False.
+
+    This locks the account's row until the commit, and every write of the account's runs
+    waits for it (on PostgreSQL): a transaction touches the account last, so the lock is
+    held for the commit only, not for its other statements."""
+    taken = connection.execute(_TAKE, {"account_id": hold.account_id, "amount": hold.amount})
+    if taken.rowcount:
+        return True
+    remove_hold(connection, hold.id)
+    return False
+
+
+def take_hold(connection: Connection, hold: Hold) -> bool:
+    """`insert_hold` and `reserve`: the hold is set aside, or nothing is written."""
+    insert_hold(connection, hold)
+    return reserve(connection, hold)
 
 
 def remove_hold(connection: Connection, hold_id: str) -> Decimal:
@@ -84,10 +100,14 @@ def remove_hold(connection: Connection, hold_id: str) -> Decimal:
     return Decimal(0) if removed is None else Decimal(removed[0])
 
 
-def release_in(connection: Connection, account_id: str, hold_id: str) -> None:
-    amount = remove_hold(connection, hold_id)
+def give_back(connection: Connection, account_id: str, amount: Decimal) -> None:
+    """Take `amount` of removed holds off what the account holds (`reserve` on the lock)."""
     if amount:
         connection.execute(_GIVE_BACK, {"account_id": account_id, "amount": amount})
+
+
+def release_in(connection: Connection, account_id: str, hold_id: str) -> None:
+    give_back(connection, account_id, remove_hold(connection, hold_id))
 
 
 async def hold(engine: Database, hold: Hold, replacing: str | None = None) -> bool:

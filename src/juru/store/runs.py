@@ -17,7 +17,7 @@ from sqlalchemy.exc import IntegrityError
 
 from juru.core.states import ACTIVE, RunStatus, check_transition
 from juru.store.database import Database
-from juru.store.holds import Hold, release_in, take_hold
+from juru.store.holds import Hold, give_back, insert_hold, remove_hold, reserve
 from juru.store.hosted import page_of
 from juru.store.pages import Page, PageRequest
 from juru.store.records import RunRecord
@@ -99,10 +99,14 @@ async def _insert_holding(
 ) -> RunRecord:
     def insert_run(connection: Connection) -> RunRecord:
         row_values = dict(values)
-        if hold is not None and take_hold(connection, hold):
+        if hold is not None:
+            insert_hold(connection, hold)
             row_values.update(hold_id=hold.id, hold_rupiah=hold.amount)
         row = connection.execute(insert(runs).values(row_values).returning(*runs.c)).one()
         append_events(connection, row.id, [status_event(row._mapping)], row.created_at)
+        # The account's row last: other writes of the account wait for it only to the commit.
+        if hold is not None and not reserve(connection, hold):
+            row = connection.execute(_WITHOUT_HOLD, {"run_id": row.id}).one()
         return RunRecord.from_row(row._mapping)
 
     return await write(engine, insert_run, notices)
@@ -205,6 +209,15 @@ def run_update_parameters(
     return parameters
 
 
+# A run's hold that did not fit, forgotten (the run takes one when it is claimed).
+_WITHOUT_HOLD = (
+    update(runs)
+    .where(runs.c.id == bindparam("run_id"))
+    .values(hold_id=None, hold_rupiah=None)
+    .returning(*runs.c)
+)
+
+
 class _NotMoved(Exception):
     """Rolls a transition back: the run was not in an expected status any more."""
 
@@ -244,6 +257,7 @@ async def transition_run(
     def move(connection: Connection) -> RunRecord:
         if target.is_terminal:
             lock_descendants(connection, run_id)
+        values = dict(changes)
         unclaimed = None
         if release_unclaimed_hold:
             unclaimed = connection.execute(
@@ -251,15 +265,17 @@ async def transition_run(
                 .where(runs.c.id == run_id, runs.c.lease_owner.is_(None))
                 .with_for_update()
             ).first()
-            changes.update(hold_id=None, hold_rupiah=None)
-        if hold is not None and take_hold(connection, hold):
-            changes.update(hold_id=hold.id, hold_rupiah=hold.amount)
-        statement = run_update(source_values, guard.names(), tuple(changes))
-        row = connection.execute(statement, run_update_parameters(run_id, guard, changes)).first()
+            values.update(hold_id=None, hold_rupiah=None)
+        if hold is not None:
+            insert_hold(connection, hold)
+            values.update(hold_id=hold.id, hold_rupiah=hold.amount)
+        statement = run_update(source_values, guard.names(), tuple(values))
+        row = connection.execute(statement, run_update_parameters(run_id, guard, values)).first()
         if row is None:
             raise _NotMoved
+        released = Decimal(0)
         if unclaimed is not None and unclaimed.hold_id is not None:
-            release_in(connection, unclaimed.account_id, unclaimed.hold_id)
+            released = remove_hold(connection, unclaimed.hold_id)
         append_events(connection, run_id, [status_event(row._mapping)], now)
         if target.is_terminal:
             ended = end_descendants(connection, run_id, now)
@@ -268,6 +284,11 @@ async def transition_run(
                 ended += withdraw_calls(connection, run_id, gone, now, wall_clock_seconds)
             if ended_below is not None:
                 ended_below.extend(ended)
+        # The account's row last: other writes of the account wait for it only to the commit.
+        if hold is not None and not reserve(connection, hold):
+            row = connection.execute(_WITHOUT_HOLD, {"run_id": run_id}).one()
+        if unclaimed is not None:
+            give_back(connection, unclaimed.account_id, released)
         return RunRecord.from_row(row._mapping)
 
     try:

@@ -32,7 +32,7 @@ from juru.store.run_tree import insert_children, pause_ancestors, roll_up
 from juru.store.runs import RunGuard, run_update, run_update_parameters
 from juru.store.transactions import Notice, write
 from juru.store.transcript import append_transcript
-from juru.store.usage import ChargeRequest, take_charge
+from juru.store.usage import ChargeRequest, settle, take_charge
 
 
 @dataclass(frozen=True)
@@ -83,9 +83,8 @@ async def record_step(
             check_transition(source, step.status.target)
 
     def work(connection: Connection) -> None:
-        cost = Decimal(0)
-        for charge in step.charges:
-            cost += take_charge(connection, charge, rules, step.tier)
+        charges = [take_charge(connection, charge, rules, step.tier) for charge in step.charges]
+        cost = sum((charge.cost for charge in charges), Decimal(0))
         values: dict[str, Any] = {"updated_at": step.now, **step.run_values}
         sources: tuple[str, ...] = ()
         if step.step_count is not None:
@@ -117,6 +116,8 @@ async def record_step(
             pause_ancestors(connection, step.ancestors, step.run_id, pending, step.now)
         if step.prune_thread is not None:
             keep_latest_checkpoints(connection, step.prune_thread)
+        # The account's row last: other writes of the account wait for it only to the commit.
+        settle(connection, charges)
 
     try:
         await write(engine, work, notices)

@@ -36,13 +36,14 @@ async def write(
     engine: Database, work: Callable[[Connection], T], notices: Sequence[Notice] = ()
 ) -> T:
     """Run `work` in one transaction, to its COMMIT or ROLLBACK, whatever happens to the caller;
-    with `notices` (PostgreSQL), sent in the same transaction after `work`."""
+    with `notices` (PostgreSQL), sent in the same transaction before `work` (they go out at
+    the commit either way, and `work` may end with the lock on an account's row: nothing
+    but the COMMIT should follow it)."""
     writer = engine.writer
 
     def work_and_notify(connection: Connection) -> T:
-        result = work(connection)
         notify(connection, notices)
-        return result
+        return work(connection)
 
     async def transaction() -> T:
         if writer is not None:

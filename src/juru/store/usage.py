@@ -72,16 +72,27 @@ _SETTLE = (
 )
 
 
+@dataclass(frozen=True)
+class Charge:
+    """A charge written to the ledger, still to be settled on its account (`settle`): its
+    cost, and the amount of the hold it gave back."""
+
+    account_id: str
+    cost: Decimal
+    released: Decimal
+
+
 def take_charge(
     connection: Connection,
     request: ChargeRequest,
     rules: PriceRules,
     tier: str | None = None,
-) -> Decimal:
-    """Price the call with the account's discounts, write its ledger row, debit the balance
-    and settle the call's hold, inside the caller's transaction; the run's running total is
-    the caller's to add. A charge whose `charge_key` was taken before is not taken again (its
-    hold is still given back): returns the cost taken now, 0 for such a repeat."""
+) -> Charge:
+    """Price the call with the account's discounts, write its ledger row and remove the
+    call's hold, inside the caller's transaction; the account's balance is the caller's to
+    settle (`settle`, as the transaction's last statement on the account) and the run's
+    running total the caller's to add. A charge whose `charge_key` was taken before is not
+    taken again (its hold is still given back): its cost is 0."""
     if tier is None:
         tier = str(connection.scalar(_TIER, {"account_id": request.account_id}))
     spent = Decimal(0)
@@ -108,11 +119,22 @@ def take_charge(
     if not inserted.rowcount:
         cost = Decimal(0)
     released = remove_hold(connection, request.hold_id) if request.hold_id else Decimal(0)
-    if cost or released:
-        connection.execute(
-            _SETTLE, {"account_id": request.account_id, "cost": cost, "released": released}
-        )
-    return cost
+    return Charge(request.account_id, cost, released)
+
+
+def settle(connection: Connection, charges: Sequence[Charge]) -> None:
+    """Debit the charges' costs and give their holds back, one statement per account (in the
+    order of their ids). The account's row stays locked until the commit, and every write of
+    the account's runs waits for it (on PostgreSQL): call this last in the transaction."""
+    totals: dict[str, tuple[Decimal, Decimal]] = {}
+    for charge in charges:
+        cost, released = totals.get(charge.account_id, (Decimal(0), Decimal(0)))
+        totals[charge.account_id] = (cost + charge.cost, released + charge.released)
+    for account_id, (cost, released) in sorted(totals.items()):
+        if cost or released:
+            connection.execute(
+                _SETTLE, {"account_id": account_id, "cost": cost, "released": released}
+            )
 
 
 async def record_charge(engine: Database, request: ChargeRequest, rules: PriceRules) -> Decimal:
@@ -128,13 +150,14 @@ async def record_charges(
     any more still pays for the calls it made). Returns the total cost taken."""
 
     def charge(connection: Connection) -> Decimal:
-        total = Decimal(0)
+        charges = []
         for request in requests:
-            cost = take_charge(connection, request, rules)
-            if cost and request.run_id is not None:
-                add_run_cost(connection, request.run_id, cost)
-            total += cost
-        return total
+            charge = take_charge(connection, request, rules)
+            if charge.cost and request.run_id is not None:
+                add_run_cost(connection, request.run_id, charge.cost)
+            charges.append(charge)
+        settle(connection, charges)
+        return sum((charge.cost for charge in charges), Decimal(0))
 
     return await write(engine, charge)
 
