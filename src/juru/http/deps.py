@@ -16,33 +16,40 @@ from juru.playground import Playground
 from juru.runtime.service import RuntimeService
 
 
-def get_context(request: Request) -> AppContext:
+# The dependencies are coroutines, even where they only look something up: FastAPI runs a
+# plain function in its thread pool, a thread hop per request (a test keeps every dependency
+# and route a coroutine).
+def context_of(request: Request) -> AppContext:
     context: AppContext = request.app.state.context
     return context
 
 
-def get_playground(request: Request) -> Playground:
-    return get_context(request).playground
+async def get_context(request: Request) -> AppContext:
+    return context_of(request)
 
 
-def get_hosted(request: Request) -> HostedService:
-    return get_context(request).hosted
+async def get_playground(request: Request) -> Playground:
+    return context_of(request).playground
 
 
-def get_runtime(request: Request) -> RuntimeService:
-    return get_context(request).runtime
+async def get_hosted(request: Request) -> HostedService:
+    return context_of(request).hosted
 
 
-def get_chat(request: Request) -> ChatCompletions:
-    return get_context(request).chat
+async def get_runtime(request: Request) -> RuntimeService:
+    return context_of(request).runtime
 
 
-def get_files(request: Request) -> FileService:
-    return get_context(request).files
+async def get_chat(request: Request) -> ChatCompletions:
+    return context_of(request).chat
 
 
-def get_documents(request: Request) -> DocumentLibrary:
-    return get_context(request).documents
+async def get_files(request: Request) -> FileService:
+    return context_of(request).files
+
+
+async def get_documents(request: Request) -> DocumentLibrary:
+    return context_of(request).documents
 
 
 RATE_LIMIT_HEADERS = "rate_limit_headers"
@@ -59,7 +66,7 @@ async def current_account(
     """The account a `/v1` request acts for: the owner of its Bearer key (401 without a live
     key, 429 past the account's rate limit)."""
     authorization = request.headers.get("authorization")
-    caller = await get_context(request).access.admit(authorization)
+    caller = await context_of(request).access.admit(authorization)
     setattr(request.state, RATE_LIMIT_HEADERS, caller.rate_limit.headers())
     return caller.account_id
 
@@ -70,7 +77,7 @@ async def streaming_account(
 ) -> str:
     """The account a run's stream is read for: a Bearer key as on every `/v1` route or, for a
     client that cannot send headers (EventSource), `?token=` from `POST .../stream_token`."""
-    context = get_context(request)
+    context = context_of(request)
     token = request.query_params.get("token")
     if token is not None and request.headers.get("authorization") is None:
         caller = await context.access.admit_stream_token(token, request.path_params["run_id"])

@@ -20,16 +20,16 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
-from juru.http.deps import Runtime, get_context
+from juru.http.deps import Runtime, context_of
 from juru.runtime.errors import RuntimeUnauthenticatedError
 from juru.runtime.methods import STREAM_PATH, UNARY_PATH, Chunks, call_unary, open_stream
 
 logger = logging.getLogger(__name__)
 
 
-def require_runtime_token(request: Request) -> None:
+async def require_runtime_token(request: Request) -> None:
     """With `JURU_RUNTIME_TOKEN` set, refuse (401) a call without it as its Bearer token."""
-    token = get_context(request).settings.runtime_token
+    token = context_of(request).settings.runtime_token
     if token is None:
         return
     scheme, _, given = request.headers.get("authorization", "").partition(" ")
