@@ -29,7 +29,7 @@ from juru.store.database import (
     PING_AFTER_IDLE_SECONDS,
     SQLITE_BUSY_TIMEOUT_MS,
     Database,
-    SqliteReader,
+    ThreadedReader,
     open_database,
 )
 from juru.store.urls import DatabaseUrl
@@ -106,7 +106,7 @@ class ThreadedSqliteSaver(SqliteSaver):
     with the store's writes and never hold the lock across turns of the event loop). Every
     call runs to its end in its thread, so a cancelled caller leaves no transaction open."""
 
-    def __init__(self, conn: sqlite3.Connection, writer: SqliteWriter, reader: SqliteReader):
+    def __init__(self, conn: sqlite3.Connection, writer: SqliteWriter, reader: ThreadedReader):
         super().__init__(conn)
         self._writer, self._reader = writer, reader
 
@@ -272,13 +272,13 @@ async def open_checkpointer(
 @asynccontextmanager
 async def _sqlite_threads(
     database: DatabaseUrl, engine: Database | None, busy_timeout_ms: int
-) -> AsyncIterator[tuple[SqliteWriter, SqliteReader]]:
+) -> AsyncIterator[tuple[SqliteWriter, ThreadedReader]]:
     if engine is not None:
-        assert engine.writer is not None and engine.reader is not None
+        assert isinstance(engine.writer, SqliteWriter)
         yield engine.writer, engine.reader
         return
     own = open_database(database, busy_timeout_ms)
-    assert own.writer is not None and own.reader is not None
+    assert isinstance(own.writer, SqliteWriter)
     try:
         yield own.writer, own.reader
     finally:

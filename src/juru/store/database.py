@@ -1,9 +1,14 @@
 """`Database`: the store's handle on one database, the only one the rest of Juru holds.
 
-It owns the async SQLAlchemy engine (every query on PostgreSQL; on SQLite only tests use it
-directly), on SQLite the writer thread that runs every write of the process (the store's and
-the checkpointer's) and the reader threads every read runs in, and the write transactions in
-progress; nothing outside `juru.store` touches them.
+Every read and write of Juru's tables runs whole in a thread, on a connection of the thread's
+own: on SQLite one writer thread runs every write of the process (the store's and the
+checkpointer's) and a few reader threads the reads; on PostgreSQL a few threads each for
+writes and for reads. A transaction then holds its connection, and its row locks, for the time
+its SQL takes, never across the turns of a busy event loop between its statements (with 100
+active runs, that wait had transactions hold their connections for tens of milliseconds, and
+requests queue for a connection for up to a second). The async engine is for tests and tools
+with SQL of their own. `Database` also keeps the write transactions in progress; nothing
+outside `juru.store` touches any of it.
 """
 
 from __future__ import annotations
@@ -39,13 +44,13 @@ def dialect_insert(dialect_name: str, table: Table) -> Any:
     return (sqlite_insert if dialect_name == "sqlite" else postgresql_insert)(table)
 
 
-class SqliteReader:
-    """Reads of a SQLite file, each run whole in one of a few threads with connections of
-    their own: one hop off the event loop per read, not one per driver call."""
+class ThreadedReader:
+    """Reads, each run whole in one of a few threads with connections of their own: one hop
+    off the event loop per read, not one per driver call."""
 
     def __init__(self, engine: Engine, threads: int = SQLITE_READERS) -> None:
         self.engine = engine
-        self._threads = ThreadPoolExecutor(threads, thread_name_prefix="juru-sqlite-reader")
+        self._threads = ThreadPoolExecutor(threads, thread_name_prefix="juru-db-reader")
 
     async def run(self, work: Callable[[Connection], T]) -> T:
         """`work` on a connection of the reader pool."""
@@ -65,14 +70,35 @@ class SqliteReader:
         self.engine.dispose()
 
 
+class ThreadedWriter:
+    """PostgreSQL write transactions, each run whole (BEGIN to COMMIT, or ROLLBACK when it
+    raises) in one of a few threads with connections of their own."""
+
+    def __init__(self, engine: Engine, threads: int) -> None:
+        self.engine = engine
+        self._threads = ThreadPoolExecutor(threads, thread_name_prefix="juru-db-writer")
+
+    async def run(self, work: Callable[[Connection], T]) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._threads, self._transaction, work)
+
+    def _transaction(self, work: Callable[[Connection], T]) -> T:
+        with self.engine.begin() as connection:
+            return work(connection)
+
+    async def dispose(self) -> None:
+        await asyncio.to_thread(self._threads.shutdown, wait=True)
+        self.engine.dispose()
+
+
 class Database:
     """One database: its engine, its writer and readers (SQLite) and its writes in progress."""
 
     def __init__(
         self,
         engine: AsyncEngine,
-        writer: SqliteWriter | None = None,
-        reader: SqliteReader | None = None,
+        writer: SqliteWriter | ThreadedWriter,
+        reader: ThreadedReader,
     ) -> None:
         self.engine = engine
         self.writer = writer
@@ -90,13 +116,9 @@ class Database:
         return self.engine.connect()
 
     async def read(self, work: Callable[[Connection], T]) -> T:
-        """Run the read `work` on a connection of its own (writes go through
-        `store.transactions.write`): on SQLite in a reader thread, on PostgreSQL on the async
-        engine."""
-        if self.reader is not None:
-            return await self.reader.run(work)
-        async with self.engine.connect() as connection:
-            return await connection.run_sync(work)
+        """Run the read `work` in a reader thread, on a connection of its own (writes go
+        through `store.transactions.write`)."""
+        return await self.reader.run(work)
 
     async def first_row(
         self, query: Executable, parameters: dict[str, Any] | None = None
@@ -118,10 +140,8 @@ class Database:
         return self.engine.begin()
 
     async def dispose(self) -> None:
-        if self.writer is not None:
-            await self.writer.dispose()
-        if self.reader is not None:
-            await asyncio.to_thread(self.reader.dispose)
+        await self.writer.dispose()
+        await asyncio.to_thread(self.reader.dispose)
         await self.engine.dispose()
 
 
@@ -138,14 +158,15 @@ def _sqlite_tuning(busy_timeout_ms: int) -> Callable[[Any, Any], None]:
     return tune
 
 
-POSTGRES_POOL_SIZE = 20
-POSTGRES_MAX_OVERFLOW = 10
+# Threads (each with its connection) that PostgreSQL writes and reads run in, per process.
+POSTGRES_WRITERS = 16
+POSTGRES_READERS = 8
 
 
 def open_database(database: DatabaseUrl, busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS) -> Database:
-    """An async engine for `database`; on SQLite tuned for concurrent access (a write waits up
-    to `busy_timeout_ms` for a lock held outside Juru's write queue), with the writer thread
-    and the reader threads (`store.write_queue`, `SqliteReader`)."""
+    """The handle on `database`: its reader and writer threads (on SQLite tuned for
+    concurrent access: a write waits up to `busy_timeout_ms` for a lock held outside Juru's
+    write queue, `store.write_queue`), and an async engine for tests and tools."""
     database.ensure_directory()
     if database.is_sqlite:
         tuning = _sqlite_tuning(busy_timeout_ms)
@@ -163,24 +184,33 @@ def open_database(database: DatabaseUrl, busy_timeout_ms: int = SQLITE_BUSY_TIME
         return Database(
             engine,
             SqliteWriter(writer_engine, database.sqlite_path),
-            SqliteReader(reader_engine),
+            ThreadedReader(reader_engine),
         )
-    # Last in, first out: the connections a burst opened sit idle at the bottom of the pool
-    # instead of taking turns, so the ones in use stay fresh and need no ping (a transaction).
-    # No server-side prepared statements: psycopg drops them all at every ROLLBACK (which ends
-    # each read), and then sends a `DEALLOCATE ALL` of its own: a round trip and a transaction
-    # more, for statements that rarely lived long enough to be prepared.
-    # A pool that keeps what a burst of requests needs: connections past `pool_size` are
-    # closed when returned, and opening one is a new server process on PostgreSQL's side.
-    engine = create_async_engine(
-        database.async_url(),
-        pool_use_lifo=True,
-        pool_size=POSTGRES_POOL_SIZE,
-        max_overflow=POSTGRES_MAX_OVERFLOW,
-        connect_args={"prepare_threshold": None},
+    # One connection per thread, kept in the pool (a new one is a new server process on
+    # PostgreSQL's side), handed out last in, first out: the connections a burst opened sit
+    # idle at the bottom of the pool instead of taking turns, so the ones in use stay fresh
+    # and need no ping (a transaction). No server-side prepared statements: psycopg drops them
+    # all at every ROLLBACK (which ends each read), and then sends a `DEALLOCATE ALL` of its
+    # own: a round trip and a transaction more, for statements that rarely lived long enough
+    # to be prepared.
+    writer_engine, reader_engine = (
+        create_engine(
+            database.sync_url(),
+            pool_use_lifo=True,
+            pool_size=threads,
+            max_overflow=0,
+            connect_args={"prepare_threshold": None},
+        )
+        for threads in (POSTGRES_WRITERS, POSTGRES_READERS)
     )
-    ping_after_idle(engine.sync_engine)
-    return Database(engine)
+    for sync_engine in (writer_engine, reader_engine):
+        ping_after_idle(sync_engine)
+    engine = create_async_engine(database.async_url(), connect_args={"prepare_threshold": None})
+    return Database(
+        engine,
+        ThreadedWriter(writer_engine, POSTGRES_WRITERS),
+        ThreadedReader(reader_engine, POSTGRES_READERS),
+    )
 
 
 def ping_after_idle(engine: Engine, idle_seconds: float = PING_AFTER_IDLE_SECONDS) -> None:

@@ -46,10 +46,7 @@ async def write(
         return work(connection)
 
     async def transaction() -> T:
-        if writer is not None:
-            return await writer.run(work_and_notify)
-        async with engine.begin() as connection:
-            return await connection.run_sync(work_and_notify)
+        return await writer.run(work_and_notify)
 
     task = asyncio.ensure_future(transaction())
     engine.writes_in_flight.add(task)
