@@ -92,7 +92,8 @@ class ThreadedWriter:
 
 
 class Database:
-    """One database: its engine, its writer and readers (SQLite) and its writes in progress."""
+    """One database: its writer and reader threads, an async engine for tests and tools, and
+    its writes in progress."""
 
     def __init__(
         self,

@@ -24,9 +24,8 @@ T = TypeVar("T")
 # A PostgreSQL notification (channel, payload) sent by a write's own transaction: delivered
 # to the listeners when it commits, and never if it rolls back; no transaction of its own.
 Notice = tuple[str, str]
-_NOTIFY = text("SELECT pg_notify(:channel, :payload)")
-# Several in one statement, in order (a function scan of arrays yields them in their order).
-_NOTIFY_ALL = text(
+# Any number in one statement, in order (a function scan of arrays yields them in order).
+_NOTIFY = text(
     "SELECT pg_notify(notice.channel, notice.payload) "
     "FROM unnest(CAST(:channels AS text[]), CAST(:payloads AS text[])) AS notice(channel, payload)"
 )
@@ -57,13 +56,10 @@ async def write(
 def notify(connection: Connection, notices: Sequence[Notice]) -> None:
     """Send `notices` from the transaction of `connection` (delivered when it commits), in
     one statement."""
-    if len(notices) == 1:
-        [(channel, payload)] = notices
-        connection.execute(_NOTIFY, {"channel": channel, "payload": payload})
-    elif notices:
+    if notices:
         channels = [channel for channel, _ in notices]
         payloads = [payload for _, payload in notices]
-        connection.execute(_NOTIFY_ALL, {"channels": channels, "payloads": payloads})
+        connection.execute(_NOTIFY, {"channels": channels, "payloads": payloads})
 
 
 async def wait_for_writes(engine: Database, timeout: float = 10.0) -> None:
