@@ -1,0 +1,124 @@
+"""The catalog's OpenAI chat models send the body the SDK would send, without its second pass."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import openai
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_openai import ChatOpenAI
+
+from juru.models.catalog import ModelCatalog
+from juru.models.openai_body import PlainBodyCompletions
+from tests.conftest import openai_env
+from tests.support.fake_openai import FakeOpenAIServer
+
+LOOKUP_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "lookup",
+        "description": "Look a word up.",
+        "parameters": {
+            "type": "object",
+            "properties": {"word": {"type": "string"}, "limit": {"type": "integer"}},
+            "required": ["word"],
+        },
+    },
+}
+CONVERSATION = [
+    SystemMessage("You answer with one word."),
+    HumanMessage([{"type": "text", "text": "What is a juru?"}]),
+    AIMessage(
+        "",
+        tool_calls=[{"id": "call_1", "name": "lookup", "args": {"word": "juru", "limit": 2}}],
+    ),
+    ToolMessage("an expert; one who does a craft", tool_call_id="call_1"),
+]
+
+
+@pytest.fixture
+async def http_client() -> AsyncIterator[openai.DefaultAsyncHttpxClient]:
+    """A connection pool of this test's own (LangChain's default one outlives event loops)."""
+    async with openai.DefaultAsyncHttpxClient() as client:
+        yield client
+
+
+def _sdk_chat_model(
+    server: FakeOpenAIServer, http_client: openai.DefaultAsyncHttpxClient, **options: Any
+) -> ChatOpenAI:
+    return ChatOpenAI(
+        model="gpt-4o-mini",
+        api_key="test-key",
+        base_url=server.base_url,
+        stream_usage=True,
+        http_async_client=http_client,
+        **options,
+    )
+
+
+async def _bodies_sent(
+    server: FakeOpenAIServer, model: Any, *, stream: bool
+) -> list[dict[str, Any]]:
+    server.reset()
+    server.script([{"content": "expert"}, {"tool_calls": [{"name": "lookup", "arguments": {}}]}])
+    bound = model.bind_tools([LOOKUP_TOOL], tool_choice="auto")
+    for _ in range(2):
+        if stream:
+            async for _chunk in bound.astream(CONVERSATION):
+                pass
+        else:
+            await bound.ainvoke(CONVERSATION)
+    return server.requests()
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+async def test_the_catalogs_model_sends_what_the_sdk_would_send(
+    fake_openai: FakeOpenAIServer, http_client: openai.DefaultAsyncHttpxClient, stream: bool
+) -> None:
+    catalog = ModelCatalog.load()
+    try:
+        juru_model = catalog.chat_model("openai/gpt-4o-mini", openai_env(fake_openai))
+        assert isinstance(juru_model, ChatOpenAI)
+        assert isinstance(juru_model.async_client, PlainBodyCompletions)
+
+        sent = await _bodies_sent(fake_openai, juru_model, stream=stream)
+        expected = await _bodies_sent(
+            fake_openai, _sdk_chat_model(fake_openai, http_client), stream=stream
+        )
+    finally:
+        await catalog.aclose()
+
+    assert len(sent) == 2
+    assert sent == expected
+    assert sent[0]["tools"] == [LOOKUP_TOOL]
+    assert sent[0]["stream"] is stream
+
+
+async def test_request_options_stay_out_of_the_body(
+    fake_openai: FakeOpenAIServer, http_client: openai.DefaultAsyncHttpxClient
+) -> None:
+    extra = {"extra_body": {"reasoning": {"effort": "low"}}, "max_retries": 0}
+    juru_model = _sdk_chat_model(fake_openai, http_client, **extra)
+    juru_model.async_client = PlainBodyCompletions(juru_model.root_async_client)
+
+    sent = await _bodies_sent(fake_openai, juru_model, stream=True)
+    expected = await _bodies_sent(
+        fake_openai, _sdk_chat_model(fake_openai, http_client, **extra), stream=True
+    )
+
+    assert sent == expected
+    assert sent[0]["reasoning"] == {"effort": "low"}
+    assert "extra_body" not in sent[0]
+
+
+async def test_provider_errors_keep_the_sdks_types(
+    fake_openai: FakeOpenAIServer, http_client: openai.DefaultAsyncHttpxClient
+) -> None:
+    juru_model = _sdk_chat_model(fake_openai, http_client, max_retries=0)
+    juru_model.async_client = PlainBodyCompletions(juru_model.root_async_client)
+    fake_openai.script([{"error": {"status": 429, "message": "slow down"}}])
+
+    with pytest.raises(openai.RateLimitError, match="slow down"):
+        await juru_model.ainvoke("hello")
