@@ -3,7 +3,9 @@
 The server's RSS before and after parking them, then `GET /v1/runs/:id` of parked runs at a
 fixed 50 requests per second, the issue's probe (open loop, in its own process, latency counted
 from each request's scheduled time), while 100 other runs keep the workers busy at 200 ms per
-model call.
+model call. The reads are counted over the lanes' measurement window only: the lanes' first
+seconds, when 100 runs start at once, are their warm-up and are not the saturated state the
+probe is about (the reads go on through them, uncounted, as the lanes' steps do).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ LATENCY = 0.2
 ACTIVE_RUNS = 100
 RATE = 50.0
 PARKING_CONCURRENCY = 32
+# The lanes' warm-up: the 100 runs start together, then keep the workers saturated.
+LANES_WARMUP_SECONDS = 2.0
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -37,7 +41,7 @@ def percentile(values: list[float], fraction: float) -> float:
 
 
 async def _open_loop(
-    base_url: str, key: str, run_ids: list[str], rate: float, seconds: float
+    base_url: str, key: str, run_ids: list[str], rate: float, seconds: float, warmup: float
 ) -> dict[str, Any]:
     latencies: list[float] = []
     errors = 0
@@ -47,18 +51,20 @@ async def _open_loop(
         base_url=base_url, headers=headers, limits=limits, timeout=30
     ) as http:
 
-        async def one(run_id: str, scheduled: float) -> None:
+        async def one(run_id: str, scheduled: float, counted: bool) -> None:
             nonlocal errors
             try:
                 response = await http.get(f"/v1/runs/{run_id}")
             except httpx.HTTPError:
-                errors += 1  # e.g. a keep-alive connection the server closed meanwhile
+                errors += counted  # e.g. a keep-alive connection the server closed meanwhile
                 return
             if response.status_code != 200:
-                errors += 1
-            latencies.append(time.monotonic() - scheduled)
+                errors += counted
+            if counted:
+                latencies.append(time.monotonic() - scheduled)
 
-        total = int(rate * seconds)
+        skipped = int(rate * warmup)
+        total = skipped + int(rate * seconds)
         picks = random.Random(6).choices(run_ids, k=total)
         tasks = []
         start = time.monotonic() + 0.1
@@ -67,16 +73,19 @@ async def _open_loop(
             delay = scheduled - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)  # the open-loop schedule
-            tasks.append(asyncio.create_task(one(run_id, scheduled)))
+            tasks.append(asyncio.create_task(one(run_id, scheduled, index >= skipped)))
         await asyncio.gather(*tasks)
-        elapsed = time.monotonic() - start
-    return {"latencies": latencies, "errors": errors, "sent": total, "elapsed": elapsed}
+        elapsed = time.monotonic() - start - warmup
+    return {"latencies": latencies, "errors": errors, "sent": total - skipped, "elapsed": elapsed}
 
 
-def open_loop(base_url: str, key: str, run_ids: list[str], rate: float, seconds: float) -> Any:
+def open_loop(
+    base_url: str, key: str, run_ids: list[str], rate: float, seconds: float, warmup: float = 0.0
+) -> Any:
     """The load generator, run in a process of its own (so the bench client's lanes and this
-    schedule do not share one event loop)."""
-    return asyncio.run(_open_loop(base_url, key, run_ids, rate, seconds))
+    schedule do not share one event loop): `rate` reads per second for `warmup` + `seconds`,
+    the latencies of the last `seconds` counted."""
+    return asyncio.run(_open_loop(base_url, key, run_ids, rate, seconds, warmup))
 
 
 async def park(api: Api, agent: str, count: int) -> list[str]:
@@ -124,9 +133,18 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
                 )
                 quiet_cpu = bench.server.cpu_seconds() - quiet_cpu
                 load = asyncio.get_running_loop().run_in_executor(
-                    pool, open_loop, bench.server.base_url, bench.key, parked, RATE, seconds
+                    pool,
+                    open_loop,
+                    bench.server.base_url,
+                    bench.key,
+                    parked,
+                    RATE,
+                    seconds,
+                    LANES_WARMUP_SECONDS,
                 )
-                active = await measure_lanes(api, threads, bench, 2.0, seconds, None)
+                active = await measure_lanes(
+                    api, threads, bench, LANES_WARMUP_SECONDS, seconds, None
+                )
                 reads = await load
             rss_after = bench.server.rss_bytes()
         finally:
