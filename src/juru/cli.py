@@ -62,6 +62,7 @@ def serve(
         instance_name,
         owned_instance,
         serve_with_worker_processes,
+        server_config,
         settle_heap,
         take_back_instance_runs,
         worker_process_count,
@@ -99,10 +100,7 @@ def serve(
             else:
                 api_only = settings.model_copy(update={"workers": 0})
                 app = create_app(api_only, on_started=settle_heap)
-            # Long-polls (`?wait=` up to 30 s) must not hold a stopping server: 10 s, then cut.
-            config = uvicorn.Config(
-                app, host=bind_host, port=bind_port, log_level="info", timeout_graceful_shutdown=10
-            )
+            config = server_config(app, settings, bind_host, bind_port)
             if processes == 0:
                 uvicorn.Server(config).run()
                 return

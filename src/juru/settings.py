@@ -145,6 +145,15 @@ class Settings(BaseSettings):
         description="How often an open event stream with nothing to send writes a comment line, "
         "so that proxies and clients know it is alive.",
     )
+    keep_alive_seconds: int = Field(
+        default=75,
+        ge=1,
+        le=3600,
+        description="How long `juru serve` keeps an idle HTTP connection open for its next "
+        "request. Longer than the idle expiry of clients' connection pools (httpx 5 s, aiohttp "
+        "15 s) and of proxies in front (60 s is common), so that no client sends a request on "
+        "a connection the server is closing at that moment.",
+    )
     stream_token_seconds: float = Field(
         default=900.0,
         gt=0,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 import httpx
@@ -144,3 +145,38 @@ def test_a_second_serve_on_one_sqlite_file_refuses(tmp_path: Path) -> None:
         )
     assert second.returncode == 1, second.stdout + second.stderr
     assert "another `juru serve` is using" in " ".join((second.stdout + second.stderr).split())
+
+
+def _health_over(connection: socket.socket) -> bytes:
+    """One `GET /health` on an open connection, read to the end of its body."""
+    connection.sendall(b"GET /health HTTP/1.1\r\nHost: juru\r\nConnection: keep-alive\r\n\r\n")
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        answer += connection.recv(65536)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))  # type: ignore[union-attr]
+    while len(body) < length:
+        body += connection.recv(65536)
+    return head
+
+
+def test_an_idle_connection_is_kept_for_the_keep_alive_time_then_closed(tmp_path: Path) -> None:
+    database_url = f"sqlite:///{tmp_path}/juru.db"
+    with (
+        juru_serve(database_url, tmp_path / "serve.log", JURU_KEEP_ALIVE_SECONDS="3") as server,
+        socket.create_connection(("127.0.0.1", server.port), timeout=30) as connection,
+    ):
+        assert _health_over(connection).startswith(b"HTTP/1.1 200")
+
+        # Idle for a second: the server has not closed it, and it serves the next request.
+        connection.settimeout(1.0)
+        with pytest.raises(TimeoutError):
+            connection.recv(1)
+        assert _health_over(connection).startswith(b"HTTP/1.1 200")
+
+        # Then, idle for JURU_KEEP_ALIVE_SECONDS (uvicorn's own default would be 5 s), it is
+        # closed by the server.
+        connection.settimeout(30.0)
+        idle_since = time.monotonic()
+        assert connection.recv(1) == b""
+        assert 1.5 < time.monotonic() - idle_since < 4.5

@@ -6,17 +6,22 @@ import gc
 import os
 import socket
 
+import httpx
 import pytest
 
 from juru.serving import (
     GC_YOUNG_THRESHOLD,
     default_worker_processes,
     instance_name,
+    server_config,
     settle_heap,
     worker_process_count,
 )
 from juru.store.urls import DatabaseUrl
 from tests.conftest import make_settings
+
+# aiohttp's `TCPConnector(keepalive_timeout=...)` default.
+AIOHTTP_KEEPALIVE_SECONDS = 15
 
 SQLITE = "sqlite:///juru.db"
 POSTGRES = "postgresql://postgres@127.0.0.1:5432/juru"
@@ -66,3 +71,16 @@ def test_a_started_server_settles_its_heap() -> None:
     finally:
         gc.unfreeze()
         gc.set_threshold(*threshold)
+
+
+def test_idle_connections_outlive_the_pools_of_common_clients() -> None:
+    # httpx's pool (the Python client's, the bench's) reuses a connection for 5 s, uvicorn's
+    # default keep-alive: at equal times a request can meet a connection being closed.
+    config = server_config(object(), make_settings(SQLITE), "127.0.0.1", 8000)
+    expiry = httpx.Limits().keepalive_expiry
+    assert expiry is not None
+    assert config.timeout_keep_alive > 2 * expiry
+    assert config.timeout_keep_alive > AIOHTTP_KEEPALIVE_SECONDS
+
+    chosen = make_settings(SQLITE, keep_alive_seconds=7)
+    assert server_config(object(), chosen, "127.0.0.1", 8000).timeout_keep_alive == 7
