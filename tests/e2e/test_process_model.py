@@ -154,8 +154,9 @@ def _health_over(connection: socket.socket) -> bytes:
     while b"\r\n\r\n" not in answer:
         answer += connection.recv(65536)
     head, _, body = answer.partition(b"\r\n\r\n")
-    length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))  # type: ignore[union-attr]
-    while len(body) < length:
+    length = re.search(rb"(?i)content-length: *(\d+)", head)
+    assert length, head
+    while len(body) < int(length.group(1)):
         body += connection.recv(65536)
     return head
 

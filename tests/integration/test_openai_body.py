@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langchain_openai import ChatOpenAI
 
 from juru.models.catalog import ModelCatalog
-from juru.models.openai_body import PlainBodyCompletions
+from juru.models.openai_body import PlainBodyCompletions, with_plain_bodies
 from tests.conftest import openai_env
 from tests.support.fake_openai import FakeOpenAIServer
 
@@ -100,8 +100,7 @@ async def test_request_options_stay_out_of_the_body(
     fake_openai: FakeOpenAIServer, http_client: openai.DefaultAsyncHttpxClient
 ) -> None:
     extra = {"extra_body": {"reasoning": {"effort": "low"}}, "max_retries": 0}
-    juru_model = _sdk_chat_model(fake_openai, http_client, **extra)
-    juru_model.async_client = PlainBodyCompletions(juru_model.root_async_client)
+    juru_model = with_plain_bodies(_sdk_chat_model(fake_openai, http_client, **extra))
 
     sent = await _bodies_sent(fake_openai, juru_model, stream=True)
     expected = await _bodies_sent(
@@ -116,8 +115,7 @@ async def test_request_options_stay_out_of_the_body(
 async def test_provider_errors_keep_the_sdks_types(
     fake_openai: FakeOpenAIServer, http_client: openai.DefaultAsyncHttpxClient
 ) -> None:
-    juru_model = _sdk_chat_model(fake_openai, http_client, max_retries=0)
-    juru_model.async_client = PlainBodyCompletions(juru_model.root_async_client)
+    juru_model = with_plain_bodies(_sdk_chat_model(fake_openai, http_client, max_retries=0))
     fake_openai.script([{"error": {"status": 429, "message": "slow down"}}])
 
     with pytest.raises(openai.RateLimitError, match="slow down"):

@@ -17,7 +17,7 @@ from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from juru.models.demo import DemoChatModel
-from juru.models.openai_body import PlainBodyCompletions
+from juru.models.openai_body import with_plain_bodies
 
 BUILTIN_CATALOG = Path(__file__).with_name("catalog.toml")
 TOKENS_PER_PRICE_UNIT = Decimal(1_000_000)
@@ -186,12 +186,12 @@ class ModelCatalog:
             )
         from langchain_openai import ChatOpenAI
 
-        chat_model = ChatOpenAI(
-            model=spec.provider_model,
-            api_key=api_key or "not-needed",
-            base_url=base_url,
-            stream_usage=True,
-            http_async_client=self._openai_http_client(),
+        return with_plain_bodies(
+            ChatOpenAI(
+                model=spec.provider_model,
+                api_key=api_key or "not-needed",
+                base_url=base_url,
+                stream_usage=True,
+                http_async_client=self._openai_http_client(),
+            )
         )
-        chat_model.async_client = PlainBodyCompletions(chat_model.root_async_client)
-        return chat_model

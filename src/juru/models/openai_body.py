@@ -11,12 +11,15 @@ growing with the thread. `PlainBodyCompletions` posts the body as it is, through
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openai import AsyncStream
 from openai._base_client import make_request_options
 from openai.resources.chat.completions import AsyncCompletions
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+if TYPE_CHECKING:
+    from langchain_openai import ChatOpenAI
 
 # The keyword arguments of `create` that are request options rather than fields of the body.
 _REQUEST_OPTIONS = ("extra_headers", "extra_query", "extra_body", "timeout")
@@ -39,3 +42,9 @@ class PlainBodyCompletions(AsyncCompletions):
             stream=stream,
             stream_cls=AsyncStream[ChatCompletionChunk],
         )
+
+
+def with_plain_bodies(chat_model: ChatOpenAI) -> ChatOpenAI:
+    """`chat_model`, its async calls made through `PlainBodyCompletions` on its own client."""
+    chat_model.async_client = PlainBodyCompletions(chat_model.root_async_client)
+    return chat_model
