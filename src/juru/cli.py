@@ -61,6 +61,7 @@ def serve(
         WorkerProcesses,
         instance_name,
         owned_instance,
+        run_event_loop,
         serve_with_worker_processes,
         server_config,
         settle_heap,
@@ -102,10 +103,11 @@ def serve(
                 app = create_app(api_only, on_started=settle_heap)
             config = server_config(app, settings, bind_host, bind_port)
             if processes == 0:
-                uvicorn.Server(config).run()
+                run_event_loop(uvicorn.Server(config).serve(), settings)
                 return
             fds = () if inherited_fd is None else (inherited_fd,)
-            asyncio.run(serve_with_worker_processes(config, WorkerProcesses(name, processes, fds)))
+            supervised = WorkerProcesses(name, processes, fds)
+            run_event_loop(serve_with_worker_processes(config, supervised), settings)
     except InstanceTakenError as error:
         console.print(f"[red]error:[/red] {error}")
         raise typer.Exit(1) from None
@@ -137,7 +139,9 @@ def worker(
         f"Juru worker {stable_name or ''}· {slots} slots"
         f" · database {DatabaseUrl.parse(settings.database_url).dialect}"
     )
-    asyncio.run(_work(settings, slots, stable_name, parent_fd))
+    from juru.serving import run_event_loop
+
+    run_event_loop(_work(settings, slots, stable_name, parent_fd), settings)
 
 
 async def _work(

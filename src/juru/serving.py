@@ -19,10 +19,10 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 import uvicorn
@@ -39,6 +39,31 @@ STOP_WAIT_SECONDS = 20.0
 QUICK_DEATH_SECONDS = 5.0
 RESTART_PAUSE_SECONDS = 2.0
 INSTANCE_LOCK_TIMEOUT = "15s"
+
+
+T = TypeVar("T")
+
+
+def event_loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop]:
+    """The event loop a server process runs on (JURU_EVENT_LOOP): uvloop, which uvicorn's
+    standard extra installs, unless `asyncio` is asked for; `auto` falls back to asyncio's
+    loop where uvloop cannot be imported. `uvicorn` alone picks uvloop too; here the API and
+    worker processes use it however they are started (docs/deployment.md)."""
+    if choice == "asyncio":
+        return asyncio.new_event_loop
+    try:
+        import uvloop
+    except ImportError:
+        if choice == "uvloop":
+            raise
+        return asyncio.new_event_loop
+    return uvloop.new_event_loop
+
+
+def run_event_loop(main: Coroutine[Any, Any, T], settings: Settings) -> T:
+    """`asyncio.run(main)` on the loop that the settings choose."""
+    with asyncio.Runner(loop_factory=event_loop_factory(settings.event_loop)) as runner:
+        return runner.run(main)
 
 
 class InstanceTakenError(RuntimeError):

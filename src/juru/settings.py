@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from dotenv import dotenv_values
 from limits import parse_many
@@ -153,6 +153,12 @@ class Settings(BaseSettings):
         "request. Longer than the idle expiry of clients' connection pools (httpx 5 s, aiohttp "
         "15 s) and of proxies in front (60 s is common), so that no client sends a request on "
         "a connection the server is closing at that moment.",
+    )
+    event_loop: Literal["auto", "uvloop", "asyncio"] = Field(
+        default="auto",
+        description="The event loop of `juru serve` and `juru worker` processes: `auto` is "
+        "uvloop (installed with Juru) where it can be imported, else Python's own asyncio loop; "
+        "`asyncio` picks Python's loop.",
     )
     stream_token_seconds: float = Field(
         default=900.0,

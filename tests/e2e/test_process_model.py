@@ -53,6 +53,12 @@ def parent_of(pid: int) -> int:
     return int(stat.rsplit(")", 1)[1].split()[1])
 
 
+def runs_on_uvloop(pid: int) -> bool:
+    """Whether the process has loaded uvloop's extension (a process on asyncio's own loop never
+    imports it)."""
+    return "/uvloop/" in Path(f"/proc/{pid}/maps").read_text()
+
+
 def instance_of(database_url: str) -> str:
     return "local" if database_url.startswith("sqlite") else socket.gethostname()
 
@@ -86,6 +92,8 @@ def test_runs_execute_in_a_worker_process_that_is_restarted_when_it_dies(
         assert pid is not None, owner
         assert pid != server.process.pid
         assert parent_of(pid) == server.process.pid
+        # Both run on uvloop, JURU_EVENT_LOOP's default.
+        assert runs_on_uvloop(server.process.pid) and runs_on_uvloop(pid)
 
         # Its one run slot is busy with a model call; the API still answers.
         second = api.create_run(second_thread["id"], "Dua")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import os
 import socket
@@ -13,6 +14,7 @@ from juru.serving import (
     GC_YOUNG_THRESHOLD,
     default_worker_processes,
     instance_name,
+    run_event_loop,
     server_config,
     settle_heap,
     worker_process_count,
@@ -84,3 +86,20 @@ def test_idle_connections_outlive_the_pools_of_common_clients() -> None:
 
     chosen = make_settings(SQLITE, keep_alive_seconds=7)
     assert server_config(object(), chosen, "127.0.0.1", 8000).timeout_keep_alive == 7
+
+
+async def loop_module() -> str:
+    return type(asyncio.get_running_loop()).__module__
+
+
+@pytest.mark.parametrize(
+    ("choice", "module"), [("auto", "uvloop"), ("uvloop", "uvloop"), ("asyncio", "asyncio")]
+)
+def test_server_processes_run_on_the_chosen_event_loop(choice: str, module: str) -> None:
+    settings = make_settings(SQLITE, event_loop=choice)
+    assert run_event_loop(loop_module(), settings).split(".")[0] == module
+
+
+def test_an_unknown_event_loop_is_refused() -> None:
+    with pytest.raises(ValueError, match="event_loop"):
+        make_settings(SQLITE, event_loop="trio")
