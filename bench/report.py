@@ -179,7 +179,9 @@ def baseline_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Ro
         rows.append(
             [
                 "model client alone",
-                f"ChatOpenAI {result['chatopenai_cpu_ms_per_call']:.2f} ms/call, "
+                f"ChatOpenAI {result['chatopenai_cpu_ms_per_call']:.2f} ms/call "
+                f"(httpx; on aiohttp, as in Juru's catalog: "
+                f"{result.get('chatopenai_aiohttp_cpu_ms_per_call', float('nan')):.2f}), "
                 f"openai {result['openai_cpu_ms_per_call']:.2f} ms/call",
                 *[""] * 6,
             ]

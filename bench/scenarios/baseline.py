@@ -14,7 +14,8 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -89,29 +90,53 @@ async def lanes(
     }
 
 
+async def cpu_ms_per_call(call: Callable[[], Awaitable[Any]], calls: int) -> float:
+    """CPU milliseconds per `call()`, after one call that warms it up."""
+    await call()
+    cpu = time.process_time()
+    for _ in range(calls):
+        await call()
+    return 1000 * (time.process_time() - cpu) / calls
+
+
 async def client_only(base_url: str, calls: int) -> dict[str, float]:
-    """CPU per call of ChatOpenAI.ainvoke and of the bare openai client, on the same pool."""
-    http = openai.DefaultAsyncHttpxClient()
-    chat = ChatOpenAI(
-        model="gpt-4o", api_key="bench", base_url=base_url, http_async_client=http
-    ).bind_tools([TOOL])
-    bare = openai.AsyncOpenAI(base_url=base_url, api_key="bench", http_client=http)
+    """CPU per call of ChatOpenAI.ainvoke and of the bare openai client on LangChain's default
+    transport (httpx), and of ChatOpenAI on the SDK's aiohttp transport (Juru's catalog),
+    taken in alternate halves so that a drift of the machine falls on both."""
+    pools = {"httpx": openai.DefaultAsyncHttpxClient(), "aiohttp": openai.DefaultAioHttpClient()}
+    chats = {
+        name: ChatOpenAI(
+            model="gpt-4o", api_key="bench", base_url=base_url, http_async_client=http
+        ).bind_tools([TOOL])
+        for name, http in pools.items()
+    }
+    bare = openai.AsyncOpenAI(base_url=base_url, api_key="bench", http_client=pools["httpx"])
     messages: Any = [{"role": "user", "content": "go"}]
     tools: Any = [TOOL]
+    measured: dict[str, list[float]] = {"httpx": [], "aiohttp": [], "openai": []}
     try:
-        await chat.ainvoke("go")
-        cpu = time.process_time()
-        for _ in range(calls):
-            await chat.ainvoke("go")
-        langchain_ms = 1000 * (time.process_time() - cpu) / calls
-        await bare.chat.completions.create(model="gpt-4o", messages=messages, tools=tools)
-        cpu = time.process_time()
-        for _ in range(calls):
-            await bare.chat.completions.create(model="gpt-4o", messages=messages, tools=tools)
-        bare_ms = 1000 * (time.process_time() - cpu) / calls
+        for _ in range(2):
+            for name, chat in chats.items():
+                measured[name].append(
+                    await cpu_ms_per_call(partial(chat.ainvoke, "go"), calls // 2)
+                )
+            measured["openai"].append(
+                await cpu_ms_per_call(
+                    lambda: bare.chat.completions.create(
+                        model="gpt-4o", messages=messages, tools=tools
+                    ),
+                    calls // 2,
+                )
+            )
     finally:
-        await http.aclose()
-    return {"chatopenai_cpu_ms_per_call": langchain_ms, "openai_cpu_ms_per_call": bare_ms}
+        for http in pools.values():
+            await http.aclose()
+    mean = {name: sum(values) / len(values) for name, values in measured.items()}
+    return {
+        "chatopenai_cpu_ms_per_call": mean["httpx"],
+        "chatopenai_aiohttp_cpu_ms_per_call": mean["aiohttp"],
+        "openai_cpu_ms_per_call": mean["openai"],
+    }
 
 
 async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:

@@ -121,13 +121,16 @@ class ModelCatalog:
             if model.provider not in self.providers:
                 raise CatalogError(f"model {model.id}: unknown provider {model.provider!r}")
         self._chat_models: dict[tuple[str, str | None, str | None], BaseChatModel] = {}
-        self._openai_http: openai.DefaultAsyncHttpxClient | None = None
+        self._openai_http: openai.DefaultAioHttpClient | None = None
 
-    def _openai_http_client(self) -> openai.DefaultAsyncHttpxClient:
+    def _openai_http_client(self) -> openai.DefaultAioHttpClient:
         # One connection pool for every OpenAI-compatible model of this catalog, closed by
         # `aclose`: the client library's process-wide default would outlive the event loop.
+        # The SDK's aiohttp transport (its own alternative to httpx, with the SDK's limits,
+        # timeouts, retries and error types): a model call costs about a third less CPU
+        # (bench/RESULTS.md, seventh round).
         if self._openai_http is None:
-            self._openai_http = openai.DefaultAsyncHttpxClient()
+            self._openai_http = openai.DefaultAioHttpClient()
         return self._openai_http
 
     async def aclose(self) -> None:
