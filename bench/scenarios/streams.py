@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 from httpx_sse import aconnect_sse
 
-from bench.client import Api, RunResult
+from bench.client import REQUEST_ERRORS, Api, RunResult
 from bench.harness import stack
 from bench.scenarios.waiting import park, percentile
 
@@ -84,7 +84,7 @@ async def concurrent(api: Api, threads: list[str], window: float, bench: Any) ->
         while True:
             try:
                 result = await api.follow(thread, delays=delays)
-            except (RuntimeError, httpx.HTTPError) as error:
+            except REQUEST_ERRORS as error:
                 errors.append(f"{type(error).__name__}: {error}"[:300])
                 return
             results.append(result)
