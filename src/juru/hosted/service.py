@@ -8,7 +8,7 @@ import hashlib
 import json
 import time as monotonic_clock
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
@@ -33,6 +33,7 @@ from juru.hosted.agents import (
     find_agent_cycle,
     keep_masked_headers,
 )
+from juru.hosted.paused_runs import PausedRuns
 from juru.hosted.streams import StreamItem, StreamTicket, follow_run
 from juru.models.catalog import ModelCatalog
 from juru.store import accounts as account_store
@@ -72,6 +73,8 @@ class HostedService:
     stream_heartbeat_seconds: float = 15.0
     stream_token_seconds: float = 900.0
     mcp: McpServices | None = None
+    # Runs this process just showed in requires_action, for the tool outputs that follow.
+    paused: PausedRuns = field(default_factory=PausedRuns)
 
     @property
     def engine(self) -> Any:
@@ -289,6 +292,11 @@ class HostedService:
         return run.created_at <= self.machine.clock.now() - IDEMPOTENCY_KEY_TTL
 
     async def run(self, account_id: str, run_id: str) -> RunRecord:
+        run = await self._read_run(account_id, run_id)
+        self.paused.saw(run)
+        return run
+
+    async def _read_run(self, account_id: str, run_id: str) -> RunRecord:
         run = await run_store.get_run(self.engine, run_id, account_id)
         if run is None:
             raise not_found("run", run_id)
@@ -370,7 +378,12 @@ class HostedService:
     async def submit_tool_outputs(
         self, account_id: str, run_id: str, outputs: list[dict[str, str]]
     ) -> RunRecord:
-        run = await self.run(account_id, run_id)
+        shown = self.paused.take(run_id, account_id)
+        if shown is not None:
+            moved = await self._resume_as_shown(shown, outputs)
+            if moved is not None:
+                return moved
+        run = await self._read_run(account_id, run_id)
         if run.status != RunStatus.REQUIRES_ACTION:
             raise _not_waiting(run)
         await self._check_not_shown_above(run)
@@ -387,6 +400,23 @@ class HostedService:
         if moved is None:
             raise _not_waiting(await self.run(account_id, run_id))
         return moved
+
+    async def _resume_as_shown(
+        self, run: RunRecord, outputs: list[dict[str, str]]
+    ) -> RunRecord | None:
+        """Resume `run` as this process last showed it paused, without reading it again; None
+        when that view does not take these outputs or the run has moved on since (the write is
+        guarded by the status and the pause number): the caller then reads the run and takes
+        the full path, with its errors."""
+        if run.parent_run_id is not None or any(
+            call.get("run_id") for call in run.pending_tool_calls or []
+        ):
+            return None
+        pending = sorted(call["id"] for call in run.pending_tool_calls or [])
+        if pending != sorted(item["tool_call_id"] for item in outputs):
+            return None
+        by_id = {item["tool_call_id"]: item["output"] for item in outputs}
+        return await self.machine.submit_tool_outputs(run, by_id, self.meter.pre_hold(run, by_id))
 
     async def _check_not_shown_above(self, run: RunRecord) -> None:
         """409 when the run's calls show on the run that started it: they are answered there,
