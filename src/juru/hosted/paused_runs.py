@@ -7,12 +7,14 @@ pending calls, the next call's prompt size (for the hold) and its pause number. 
 are fixed for the whole pause, and the write that resumes the run is guarded by the status and
 the pause number, so a record remembered from the read is as good as a fresh one whenever that
 write succeeds; when it does not (the run moved on, in this process or another), the caller
-reads the run again. Bounded: the oldest are forgotten first.
+reads the run again. Bounded: the oldest are forgotten first, and a run is kept without its
+input and output (which may be large, and which the post does not use).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import replace
 
 from juru.core.states import RunStatus
 from juru.store.records import RunRecord
@@ -32,7 +34,7 @@ class PausedRuns:
         if run.status != RunStatus.REQUIRES_ACTION:
             self._runs.pop(run.id, None)
             return
-        self._runs[run.id] = run
+        self._runs[run.id] = replace(run, input=[], output=None, tool_outputs=None)
         self._runs.move_to_end(run.id)
         while len(self._runs) > self.limit:
             self._runs.popitem(last=False)
