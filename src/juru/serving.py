@@ -256,6 +256,7 @@ def server_config(app: Any, settings: Settings, host: str, port: int) -> uvicorn
         host=host,
         port=port,
         log_level="info",
+        access_log=settings.access_log,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
         timeout_keep_alive=settings.keep_alive_seconds,
     )
