@@ -4,35 +4,20 @@ revoked by another process stops working here within that time (by the app's clo
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
-
-from sqlalchemy import Engine, event
+from contextlib import AbstractContextManager
 
 from tests.support.hosted import HostedHarness, api_error
 from tests.support.server import run_juru
+from tests.support.statements import statements_sent
 
 
-@contextmanager
-def key_lookups(hosted: HostedHarness) -> Iterator[list[str]]:
+def key_lookups() -> AbstractContextManager[list[str]]:
     """The statements on `api_keys` the app runs while the block runs."""
-    seen: list[str] = []
-
-    def count(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-        if "api_keys" in statement:
-            seen.append(statement)
-
-    # Every engine in the process: on SQLite reads run on the reader threads' own.
-    event.listen(Engine, "before_cursor_execute", count)
-    try:
-        yield seen
-    finally:
-        event.remove(Engine, "before_cursor_execute", count)
+    return statements_sent(lambda statement: "api_keys" in statement)
 
 
 async def test_repeated_requests_look_the_key_up_once_per_period(hosted: HostedHarness) -> None:
-    with key_lookups(hosted) as lookups:
+    with key_lookups() as lookups:
         for _ in range(5):
             assert (await hosted.client.get("/v1/agents")).status_code == 200
         assert len(lookups) == 1
@@ -59,7 +44,7 @@ async def test_a_key_revoked_by_another_process_stops_within_the_period(
 
 async def test_an_unknown_key_is_looked_up_every_time(hosted: HostedHarness) -> None:
     unknown = {"Authorization": "Bearer juru_live_" + "x" * 40}
-    with key_lookups(hosted) as lookups:
+    with key_lookups() as lookups:
         for _ in range(3):
             api_error(
                 await hosted.client.get("/v1/agents", headers=unknown), 401, "invalid_api_key"

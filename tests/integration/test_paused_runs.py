@@ -3,16 +3,14 @@ view of the run that went stale meanwhile (another process moved it) never decid
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
-
-from sqlalchemy import event
 
 from juru.store.records import RunRecord
 from juru.store.runs import get_run
 from tests.support.fake_openai import FakeOpenAIServer
 from tests.support.hosted import HostedHarness, api_error
+from tests.support.statements import statements_sent
 
 MODEL = "openai/gpt-4o-mini"
 
@@ -21,21 +19,13 @@ def weather_call(call_id: str) -> dict[str, Any]:
     return {"tool_calls": [{"id": call_id, "name": "get_weather", "arguments": {"city": "Bogor"}}]}
 
 
-@contextmanager
-def run_reads(hosted: HostedHarness) -> Iterator[list[str]]:
-    """The statements that read the `runs` table through the store's readers meanwhile."""
-    engine = hosted.context.engine.reader.engine
-    seen: list[str] = []
-
-    def before(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-        if statement.lstrip().upper().startswith("SELECT") and "FROM runs" in statement:
-            seen.append(statement)
-
-    event.listen(engine, "before_cursor_execute", before)
-    try:
-        yield seen
-    finally:
-        event.remove(engine, "before_cursor_execute", before)
+def run_reads() -> AbstractContextManager[list[str]]:
+    """The statements that read the `runs` table meanwhile."""
+    return statements_sent(
+        lambda statement: (
+            statement.lstrip().upper().startswith("SELECT") and "FROM runs" in statement
+        )
+    )
 
 
 async def paused_run(hosted: HostedHarness) -> dict[str, Any]:
@@ -60,7 +50,7 @@ async def test_outputs_right_after_the_read_need_no_read_of_the_run(
     hosted: HostedHarness,
 ) -> None:
     shown = await paused_run(hosted)
-    with run_reads(hosted) as reads:
+    with run_reads() as reads:
         response = await hosted.answer(shown)
     assert response.status_code == 200, response.text
     assert response.json()["status"] == "running"

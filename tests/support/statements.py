@@ -1,0 +1,26 @@
+"""Which SQL statements the code under test sends, counted at the driver's door."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Engine, event
+
+
+@contextmanager
+def statements_sent(matches: Callable[[str], bool]) -> Iterator[list[str]]:
+    """The statements that `matches` accepts, sent by any engine of this process while the
+    block runs (on SQLite the store's reads run on the reader threads' own engine)."""
+    seen: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+        if matches(statement):
+            seen.append(statement)
+
+    event.listen(Engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(Engine, "before_cursor_execute", record)
