@@ -67,8 +67,10 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
     # N=10 and N=200 are the two points for "CPU per step stays flat".
     # JURU_BENCH_LEVELS (e.g. "200" or "10,200") replaces them, for an A/B at chosen levels.
     chosen = os.environ.get("JURU_BENCH_LEVELS")
-    levels = [int(level) for level in chosen.split(",")] if chosen else None
-    levels = levels or ([10, 50] if quick else [10, 100, 200, 500])
+    if chosen:
+        levels = [int(level) for level in chosen.split(",")]
+    else:
+        levels = [10, 50] if quick else [10, 100, 200, 500]
     warmup, window = (3.0, 5.0) if quick else (10.0, 30.0)
     rows = []
     for concurrency in levels:

@@ -378,9 +378,12 @@ class HostedService:
     async def submit_tool_outputs(
         self, account_id: str, run_id: str, outputs: list[dict[str, str]]
     ) -> RunRecord:
+        by_id = {item["tool_call_id"]: item["output"] for item in outputs}
         shown = self.paused.take(run_id, account_id)
-        if shown is not None:
-            moved = await self._resume_as_shown(shown, outputs)
+        if shown is not None and _answers_exactly(shown, outputs):
+            # Resumed as this process last showed it paused, without reading it again; if the
+            # run moved on since, the guarded write misses and the full path below answers.
+            moved = await self._resume(shown, by_id)
             if moved is not None:
                 return moved
         run = await self._read_run(account_id, run_id)
@@ -388,35 +391,22 @@ class HostedService:
             raise _not_waiting(run)
         await self._check_not_shown_above(run)
         _check_outputs(run, outputs)
-        by_id = {item["tool_call_id"]: item["output"] for item in outputs}
-        if any(call.get("run_id") for call in run.pending_tool_calls or []):
+        if _waits_on_children(run):
             # Calls of child runs (agents this run called): each child resumes with its own.
             if await self.machine.submit_through_children(run, by_id) is None:
                 raise _not_waiting(await self.run(account_id, run_id))
             return await self.run(account_id, run_id)
-        # The run's next model call is held with the outputs, not in a write of its own.
-        hold = self.meter.pre_hold(run, by_id)
-        moved = await self.machine.submit_tool_outputs(run, by_id, hold)
+        moved = await self._resume(run, by_id)
         if moved is None:
             raise _not_waiting(await self.run(account_id, run_id))
         return moved
 
-    async def _resume_as_shown(
-        self, run: RunRecord, outputs: list[dict[str, str]]
-    ) -> RunRecord | None:
-        """Resume `run` as this process last showed it paused, without reading it again; None
-        when that view does not take these outputs or the run has moved on since (the write is
-        guarded by the status and the pause number): the caller then reads the run and takes
-        the full path, with its errors."""
-        if run.parent_run_id is not None or any(
-            call.get("run_id") for call in run.pending_tool_calls or []
-        ):
-            return None
-        pending = sorted(call["id"] for call in run.pending_tool_calls or [])
-        if pending != sorted(item["tool_call_id"] for item in outputs):
-            return None
-        by_id = {item["tool_call_id"]: item["output"] for item in outputs}
-        return await self.machine.submit_tool_outputs(run, by_id, self.meter.pre_hold(run, by_id))
+    async def _resume(self, run: RunRecord, outputs: dict[str, str]) -> RunRecord | None:
+        """requires_action → running with `outputs`, in the write guarded by the run's status
+        and pause number; the run's next model call is held in that write, not one of its own.
+        None if the run no longer waits at that pause."""
+        hold = self.meter.pre_hold(run, outputs)
+        return await self.machine.submit_tool_outputs(run, outputs, hold)
 
     async def _check_not_shown_above(self, run: RunRecord) -> None:
         """409 when the run's calls show on the run that started it: they are answered there,
@@ -469,6 +459,21 @@ def _not_waiting(run: RunRecord) -> ConflictError:
         "submitted or it ended",
         "run_not_waiting",
     )
+
+
+def _waits_on_children(run: RunRecord) -> bool:
+    """Whether some of the run's pending calls are those of child runs (agents it called)."""
+    return any(call.get("run_id") for call in run.pending_tool_calls or [])
+
+
+def _answers_exactly(run: RunRecord, outputs: list[dict[str, str]]) -> bool:
+    """Whether a remembered view of the run may take `outputs` without a read: they answer
+    each of its own pending calls once, and no run above it shows them (the full path
+    decides every other case)."""
+    if run.parent_run_id is not None or _waits_on_children(run):
+        return False
+    pending = sorted(call["id"] for call in run.pending_tool_calls or [])
+    return pending == sorted(item["tool_call_id"] for item in outputs)
 
 
 def _check_outputs(run: RunRecord, outputs: list[dict[str, str]]) -> None:
