@@ -18,7 +18,13 @@ import pytest
 from sqlalchemy import Connection
 
 from juru.engine import events as events_module
-from juru.engine.events import LocalRunEvents, PostgresRunEvents, RunEvents
+from juru.engine.events import (
+    MAX_STATE_BYTES,
+    LocalRunEvents,
+    PostgresRunEvents,
+    RunEvents,
+    changed_to,
+)
 from juru.engine.socket_events import SocketRunEvents, events_directory
 from juru.store.database import open_database
 from juru.store.transactions import write
@@ -168,6 +174,49 @@ async def test_a_lease_change_wakes_lease_watchers_only(pair: Pair) -> None:
         await worker.publish("run_l")  # a status change reaches every watcher
         await asyncio.wait_for(status_changed.wait(), WAKE_SECONDS)
         await asyncio.wait_for(lease_moved.wait(), WAKE_SECONDS)
+
+
+async def commit_with(backend: tuple[str, str], sender: RunEvents, *payloads: str) -> None:
+    """What a write does with `payloads`: its notices go out with its commit (on PostgreSQL, a
+    NOTIFY of its own transaction), then the sender is told that it committed."""
+    notices = sender.notices(*payloads)
+    if notices:
+        connecting = psycopg.AsyncConnection.connect(backend[1], autocommit=True)
+        async with await connecting as sending, sending.transaction():
+            for channel, payload in notices:
+                await sending.execute("SELECT pg_notify(%s, %s)", (channel, payload))
+    await sender.committed(*payloads)
+
+
+async def test_a_change_can_carry_the_run_as_it_left_it(
+    pair: Pair, backend: tuple[str, str]
+) -> None:
+    api, worker = pair
+    state: dict[str, object] = {"id": "run_s", "status": "requires_action", "n": 2, "note": ""}
+    # As large as a notice carries: every transport must take it whole.
+    room = MAX_STATE_BYTES - len(changed_to("run_s", state).encode())
+    state["note"] = "Halo, dunia ✓ " + "x" * (room - len("Halo, dunia ✓ ".encode()))
+    assert len(changed_to("run_s", state).encode()) == MAX_STATE_BYTES
+    async with api.watch("run_s") as changed, api.follow("run_s") as follower:
+        follower.take()
+        follower.wake.clear()
+        await commit_with(backend, worker, changed_to("run_s", state))
+        await asyncio.wait_for(changed.wait(), WAKE_SECONDS)
+        assert changed.state == state
+        await asyncio.wait_for(follower.wake.wait(), WAKE_SECONDS)
+        assert follower.take() == [None]  # its log may have grown: the stream reads it
+        changed.clear()
+        # A later change that carries nothing: the state is no longer the run's.
+        await commit_with(backend, worker, "run_s")
+        await asyncio.wait_for(changed.wait(), WAKE_SECONDS)
+        assert changed.state is None
+
+
+def test_a_state_too_large_for_every_transport_is_not_carried() -> None:
+    fits = {"id": "run_t", "output": "x" * (MAX_STATE_BYTES - 100)}
+    assert changed_to("run_t", fits).startswith("#run_t {")
+    too_large = {"id": "run_t", "output": "é" * (MAX_STATE_BYTES // 2)}  # two bytes each
+    assert changed_to("run_t", too_large) == "run_t"
 
 
 async def test_a_follower_in_one_process_makes_the_run_followed_in_the_other(

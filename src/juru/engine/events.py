@@ -3,12 +3,13 @@ following its log) and wake idle workers when there is work. In one process an a
 does it; on PostgreSQL, LISTEN/NOTIFY carries the same events between processes, on SQLite Unix
 datagram sockets (`engine.socket_events`).
 
-A payload is a run id (its status or lease changed, and its log may have grown), `+<run id>`
-(its log grew, nothing else changed), `~<run id> <json>` (an ephemeral text delta, for streams
-only), `=<run id>` (only its lease changed: no event for its followers), `?<run id>` (a stream
-follows the run: its model calls should stream their text), HELLO
-(a process just started: tell it which runs you follow), STOPPING (a process wakes its own
-listener to stop it; the others ignore it) or WORK.
+A payload is a run id (its status or lease changed, and its log may have grown), `#<run id>
+<json>` (the same, with the run as the change left it: its watchers need not read it),
+`+<run id>` (its log grew, nothing else changed), `~<run id> <json>` (an ephemeral text delta,
+for streams only), `=<run id>` (only its lease changed: no event for its followers), `?<run
+id>` (a stream follows the run: its model calls should stream their text), HELLO (a process
+just started: tell it which runs you follow), STOPPING (a process wakes its own listener to
+stop it; the others ignore it) or WORK.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ LOG_GREW = "+"
 DELTA = "~"
 INTEREST = "?"
 LEASE = "="
+STATE = "#"
 HELLO = "!hello"
 STOPPING = "!stopping"  # a process's own last notice, to wake its listener as it stops
 # How long a process remembers that another one has a stream following a run, and how often
@@ -43,6 +45,9 @@ LISTEN_POLL_SECONDS = 0.5
 # Deltas a follower keeps while its stream is busy writing; older ones are dropped (they are
 # ephemeral: the message's `message.completed` holds the whole text).
 MAX_PENDING_DELTAS = 1000
+# The largest run state a notice carries: every transport takes it (NOTIFY under 8,000 bytes,
+# the datagram sockets' 4,096-byte reads). A larger state is not carried; its watchers read it.
+MAX_STATE_BYTES = 3800
 
 
 def log_grew(run_id: str) -> str:
@@ -53,6 +58,31 @@ def log_grew(run_id: str) -> str:
 def lease_moved(run_id: str) -> str:
     """The payload saying that only the run's lease changed (its watchers care, not streams)."""
     return LEASE + run_id
+
+
+def changed_to(run_id: str, state: dict[str, Any]) -> str:
+    """The payload saying that the run changed and now stands as `state` (JSON values), or,
+    where that would not fit in a notice, only that it changed."""
+    payload = f"{STATE}{run_id} {json.dumps(state, ensure_ascii=False, separators=(',', ':'))}"
+    return payload if len(payload.encode()) <= MAX_STATE_BYTES else run_id
+
+
+class RunChanged(asyncio.Event):
+    """Set whenever the watched run changes; `state` is the run as the last change left it
+    when its notice carried that (`changed_to`), else None (read it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.state: dict[str, Any] | None = None
+
+    def changed(self, state: dict[str, Any] | None) -> None:
+        self.state = state
+        self.set()
+
+    def take_state(self) -> dict[str, Any] | None:
+        """The carried state, once: the next wake-up carries its own or none."""
+        state, self.state = self.state, None
+        return state
 
 
 @dataclass(eq=False)
@@ -113,7 +143,7 @@ class RunEvents(Protocol):
 
     def watch(
         self, run_id: str, leases: bool = False
-    ) -> contextlib.AbstractAsyncContextManager[asyncio.Event]:
+    ) -> contextlib.AbstractAsyncContextManager[RunChanged]:
         """An event set whenever the run changes while the context is open; with `leases`, also
         when only its lease moves (what a worker guarding its run must hear of)."""
 
@@ -135,8 +165,8 @@ class LocalRunEvents:
     """Events within one process."""
 
     def __init__(self) -> None:
-        self._watchers: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
-        self._lease_watchers: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
+        self._watchers: defaultdict[str, set[RunChanged]] = defaultdict(set)
+        self._lease_watchers: defaultdict[str, set[RunChanged]] = defaultdict(set)
         self._followers: defaultdict[str, set[Follower]] = defaultdict(set)
         # Runs that streams of other processes follow, and when this one last heard of it; runs
         # its own streams follow, and when it last said so.
@@ -174,12 +204,32 @@ class LocalRunEvents:
             for event in self._lease_watchers.get(payload[1:], ()):
                 event.set()
             return
+        if payload.startswith(STATE):
+            run_id, _, text = payload[1:].partition(" ")
+            self._deliver_change(run_id, self._state(run_id, text))
+            return
         run_id = payload.removeprefix(LOG_GREW)
         if run_id == payload:
-            for event in (*self._watchers.get(run_id, ()), *self._lease_watchers.get(run_id, ())):
-                event.set()
+            self._deliver_change(run_id, None)
+            return
         for follower in self._followers.get(run_id, ()):
             follower.log_grew()
+
+    def _deliver_change(self, run_id: str, state: dict[str, Any] | None) -> None:
+        for event in (*self._watchers.get(run_id, ()), *self._lease_watchers.get(run_id, ())):
+            event.changed(state)
+        for follower in self._followers.get(run_id, ()):
+            follower.log_grew()
+
+    def _state(self, run_id: str, text: str) -> dict[str, Any] | None:
+        if not self._watchers.get(run_id):
+            return None  # nobody here would use it
+        try:
+            state = json.loads(text)
+        except ValueError:
+            logger.warning("the state carried by a notice of run %s was not JSON; dropped", run_id)
+            return None
+        return state if isinstance(state, dict) else None
 
     def _deliver_delta(self, run_id: str, text: str) -> None:
         followers = self._followers.get(run_id)
@@ -250,8 +300,8 @@ class LocalRunEvents:
             await self._publish(payload)
 
     @contextlib.asynccontextmanager
-    async def watch(self, run_id: str, leases: bool = False) -> AsyncIterator[asyncio.Event]:
-        event = asyncio.Event()
+    async def watch(self, run_id: str, leases: bool = False) -> AsyncIterator[RunChanged]:
+        event = RunChanged()
         watchers = self._lease_watchers if leases else self._watchers
         watchers[run_id].add(event)
         try:

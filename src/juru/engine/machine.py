@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -10,13 +10,14 @@ from typing import Any
 from juru.core.clock import Clock
 from juru.core.money import PriceRules
 from juru.core.states import ACTIVE, FailureReason, RunStatus
-from juru.engine.events import WORK, RunEvents, lease_moved, log_grew
+from juru.engine.events import WORK, RunEvents, changed_to, lease_moved, log_grew
 from juru.store import run_tree
 from juru.store import runs as run_store
 from juru.store import steps as step_store
 from juru.store.database import Database
 from juru.store.holds import Hold
 from juru.store.records import RunRecord
+from juru.store.run_state import run_state
 from juru.store.runs import RunGuard
 from juru.store.steps import StatusChange, StepWrite
 from juru.store.transactions import Notice
@@ -153,8 +154,14 @@ class RunMachine:
         ends = step.status is not None and step.status.target.is_terminal
         if step.children or (ends and step.ancestors):
             payloads.append(WORK)  # children to start, or a parent that may go on
-        notices = self.events.notices(*payloads)
-        recorded = await step_store.record_step(self.engine, step, rules, notices)
+
+        def notices_of(run: Mapping[str, Any]) -> list[Notice]:
+            if pauses or ends:
+                # What its `?wait=` waiters answer with: they need not read it again.
+                payloads[0] = changed_to(step.run_id, run_state(run))
+            return self.events.notices(*payloads)
+
+        recorded = await step_store.record_step(self.engine, step, rules, notices_of)
         if recorded:
             await self.events.committed(*payloads)
         return recorded

@@ -20,7 +20,7 @@ from juru.billing.meter import Meter, input_token_bound
 from juru.core.errors import ConflictError, GoneError, UnprocessableError, invalid, not_found
 from juru.core.ids import new_id
 from juru.core.keys import stream_token
-from juru.core.states import RunStatus
+from juru.core.states import TERMINAL, RunStatus
 from juru.engine.events import WORK
 from juru.engine.execution import hosted_thread_key, input_messages
 from juru.engine.machine import RunMachine
@@ -53,6 +53,7 @@ from juru.store.records import (
     ThreadRecord,
     TranscriptMessage,
 )
+from juru.store.run_state import run_from_state
 from juru.store.usage import UsageLine
 from juru.tools.mcp_toolbox import McpServices
 
@@ -331,6 +332,10 @@ class HostedService:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(changed.wait(), remaining)
                 changed.clear()
+                carried = _stopped_working(run, changed.take_state())
+                if carried is not None:
+                    self.paused.saw(carried)
+                    return carried
                 run = await self.run(account_id, run_id)
         return run
 
@@ -459,6 +464,17 @@ def _not_waiting(run: RunRecord) -> ConflictError:
         "submitted or it ended",
         "run_not_waiting",
     )
+
+
+def _stopped_working(seen: RunRecord, state: dict[str, Any] | None) -> RunRecord | None:
+    """The run as the notice that woke a waiter carried it, if it shows the server done with
+    the work the waiter saw (`seen`): a pause after the one `seen` came from, or an end."""
+    carried = run_from_state(state) if state is not None else None
+    if carried is None or carried.id != seen.id or carried.account_id != seen.account_id:
+        return None
+    if carried.status == RunStatus.REQUIRES_ACTION:
+        return carried if carried.pause_count > seen.pause_count else None
+    return carried if carried.status in TERMINAL else None
 
 
 def _waits_on_children(run: RunRecord) -> bool:

@@ -9,7 +9,7 @@ message id (a second write of an id updates its row in place), a charge by its `
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -21,16 +21,11 @@ from juru.core.money import PriceRules
 from juru.core.states import RunStatus, check_transition
 from juru.store.database import Database
 from juru.store.pruning import keep_latest_checkpoints
-from juru.store.run_log import (
-    RUN_VIEW_COLUMNS,
-    append_events,
-    message_events,
-    status_event,
-    step_event,
-)
+from juru.store.run_log import append_events, message_events, status_event, step_event
+from juru.store.run_state import RUN_STATE_COLUMNS
 from juru.store.run_tree import insert_children, pause_ancestors, roll_up
 from juru.store.runs import RunGuard, run_update, run_update_parameters
-from juru.store.transactions import Notice, write
+from juru.store.transactions import Notice, notify, write
 from juru.store.transcript import append_transcript
 from juru.store.usage import ChargeRequest, settle, take_charge
 
@@ -69,15 +64,20 @@ class StepWrite:
     prune_thread: str | None = None
 
 
+# The notices a step's write sends, from the run's row as the write left it (`RUN_STATE_COLUMNS`).
+NoticesOf = Callable[[Mapping[str, Any]], Sequence[Notice]]
+
+
 class _LeaseLost(Exception):
     """Rolls the step back: the run is no longer running under this worker."""
 
 
 async def record_step(
-    engine: Database, step: StepWrite, rules: PriceRules, notices: Sequence[Notice] = ()
+    engine: Database, step: StepWrite, rules: PriceRules, notices_of: NoticesOf | None = None
 ) -> bool:
-    """Write the step in one transaction (which also sends `notices`). False (and nothing
-    written) when the run is no longer running under `step.worker`'s lease."""
+    """Write the step in one transaction, which also sends the notices `notices_of` makes of
+    the run as the step leaves it. False (and nothing written) when the run is no longer
+    running under `step.worker`'s lease."""
     if step.status is not None:
         for source in step.status.sources:
             check_transition(source, step.status.target)
@@ -94,12 +94,14 @@ async def record_step(
             sources = tuple(sorted(source.value for source in step.status.sources))
         guard = RunGuard(held_by=step.worker)
         statement = run_update(
-            sources, ("held_by",), tuple(values), add_cost=bool(cost), returning=RUN_VIEW_COLUMNS
+            sources, ("held_by",), tuple(values), add_cost=bool(cost), returning=RUN_STATE_COLUMNS
         )
         parameters = run_update_parameters(step.run_id, guard, values, cost if cost else None)
         row = connection.execute(statement, parameters).first()
         if row is None:
             raise _LeaseLost
+        if notices_of is not None:
+            notify(connection, notices_of(dict(row._mapping)))
         append_transcript(connection, step.thread_id, step.run_id, step.messages, step.now)
         events = message_events(step.thread_id, step.run_id, step.messages, step.now)
         events += [step_event(number, row.cost_rupiah) for number in step.new_steps]
@@ -120,7 +122,7 @@ async def record_step(
         settle(connection, charges)
 
     try:
-        await write(engine, work, notices)
+        await write(engine, work)
     except _LeaseLost:
         return False
     return True

@@ -1,0 +1,145 @@
+"""A `?wait=` answered from the notice of the write that paused or ended the run: the run is
+not read again after the wake-up, the answer is the one a read gives, and a notice that does
+not show the server done with the run (or carries no state) still leads to a read."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from dataclasses import asdict, replace
+from typing import Any
+
+import pytest
+
+from juru.engine.events import changed_to
+from juru.store.run_state import run_from_state, run_state
+from juru.store.runs import get_run
+from tests.integration.test_paused_runs import run_reads, weather_call
+from tests.support.fake_openai import FakeOpenAIServer
+from tests.support.hosted import HostedHarness
+
+MODEL = "openai/gpt-4o-mini"
+
+
+@contextlib.asynccontextmanager
+async def waiting(hosted: HostedHarness, run_id: str) -> AsyncIterator[asyncio.Task[Any]]:
+    """A `GET ?wait=30` of the run, yielded once it watches the run."""
+    events: Any = hosted.context.machine.events
+    watching = asyncio.Event()
+    watch = events.watch
+
+    @contextlib.asynccontextmanager
+    async def watch_and_tell(watched: str, leases: bool = False) -> AsyncIterator[Any]:
+        async with watch(watched, leases) as changed:
+            if watched == run_id and not leases:
+                watching.set()
+            yield changed
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(events, "watch", watch_and_tell)
+        task = asyncio.create_task(hosted.client.get(f"/v1/runs/{run_id}?wait=30"))
+        await asyncio.wait_for(watching.wait(), 10)
+        yield task
+
+
+async def resumed_run(hosted: HostedHarness, model_id: str = "juru/demo") -> dict[str, Any]:
+    """A run past its first pause: its tool outputs are in and it waits for a worker."""
+    agent = await hosted.create_agent(model_id=model_id)
+    thread = await hosted.create_thread(agent["id"])
+    started = await hosted.start_run(thread["id"])
+    assert started.status_code == 202, started.text
+    await hosted.work()
+    paused = await hosted.get_run(started.json()["id"])
+    assert paused["status"] == "requires_action", paused
+    answered = await hosted.answer(paused)
+    assert answered.status_code == 200, answered.text
+    running: dict[str, Any] = answered.json()
+    return running
+
+
+async def test_a_wait_that_ends_at_a_pause_reads_the_run_once(
+    hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+) -> None:
+    hosted = hosted_openai
+    fake_openai.script([weather_call("call_1"), weather_call("call_2"), {"content": "Done"}])
+    run = await resumed_run(hosted, MODEL)
+    with run_reads() as reads:
+        async with waiting(hosted, run["id"]) as waiter:
+            await hosted.work()
+            paused = (await asyncio.wait_for(waiter, 10)).json()
+    assert len(reads) == 1  # before the wait; the pause's notice carried the run
+    assert paused["status"] == "requires_action"
+    assert [call["id"] for call in paused["pending_tool_calls"]] == ["call_2"]
+    assert paused == await hosted.get_run(run["id"])
+    # The outputs that follow need no read either: the answer came from a paused run.
+    with run_reads() as reads:
+        answered = await hosted.answer(paused, "rainy")
+    assert answered.status_code == 200, answered.text
+    assert reads == []
+    await hosted.work()
+    assert (await hosted.get_run(run["id"]))["output"] == "Done"
+
+
+async def test_a_wait_that_ends_with_the_run_reads_it_once(hosted: HostedHarness) -> None:
+    run = await resumed_run(hosted)
+    with run_reads() as reads:
+        async with waiting(hosted, run["id"]) as waiter:
+            await hosted.work()
+            done = (await asyncio.wait_for(waiter, 10)).json()
+    assert len(reads) == 1
+    assert done["status"] == "succeeded" and "32" in done["output"]
+    assert done == await hosted.get_run(run["id"])
+
+
+async def test_a_run_too_large_for_a_notice_is_read(
+    hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+) -> None:
+    hosted = hosted_openai
+    long_answer = "Cerah. " * 1000
+    fake_openai.script([weather_call("call_1"), {"content": long_answer}])
+    run = await resumed_run(hosted, MODEL)
+    with run_reads() as reads:
+        async with waiting(hosted, run["id"]) as waiter:
+            await hosted.work()
+            done = (await asyncio.wait_for(waiter, 10)).json()
+    assert len(reads) == 2  # before the wait, and after it: the notice said only "changed"
+    assert done["status"] == "succeeded" and done["output"] == long_answer
+
+
+@pytest.mark.parametrize(
+    "shown",
+    [
+        pytest.param({"status": "requires_action"}, id="the-pause-it-came-from"),
+        pytest.param({"status": "succeeded", "account_id": "acct_other"}, id="another-account"),
+        pytest.param({"status": "running", "pause_count": 1}, id="still-working"),
+        pytest.param({"status": "succeeded", "cost_rupiah": "not money"}, id="not-a-run"),
+    ],
+)
+async def test_a_notice_that_does_not_show_the_run_done_is_not_the_answer(
+    hosted: HostedHarness, shown: dict[str, Any]
+) -> None:
+    run = await resumed_run(hosted)
+    record = await get_run(hosted.context.engine, run["id"], hosted.account_id)
+    assert record is not None
+    events: Any = hosted.context.machine.events
+    async with waiting(hosted, run["id"]) as waiter:
+        state = {**run_state(asdict(record)), **shown}
+        events.deliver(changed_to(run["id"], state))  # read again: still running, so it waits
+        cancelled = await hosted.client.post(f"/v1/runs/{run['id']}/cancel")
+        assert cancelled.status_code == 200, cancelled.text
+        answer = (await asyncio.wait_for(waiter, 10)).json()
+    assert answer["status"] == "cancelled"
+    assert answer == await hosted.get_run(run["id"])
+
+
+async def test_a_run_state_comes_back_as_the_record_without_its_input(
+    hosted: HostedHarness,
+) -> None:
+    run = await resumed_run(hosted)
+    record = await get_run(hosted.context.engine, run["id"], hosted.account_id)
+    assert record is not None and record.input and record.tool_outputs
+    state = json.loads(json.dumps(run_state(asdict(record))))
+    assert run_from_state(state) == replace(record, input=[])
+    assert "input" not in state
