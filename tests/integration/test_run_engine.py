@@ -50,6 +50,36 @@ async def checkpoint_rows(hosted: HostedHarness, thread_key: str) -> int:
     return sum(counts)
 
 
+_ORPHANS = {
+    # Pending writes of a checkpoint that is gone.
+    "sqlite": (
+        "SELECT count(*) FROM writes w WHERE w.thread_id = :t AND NOT EXISTS (SELECT 1 "
+        "FROM checkpoints c WHERE c.thread_id = :t AND c.checkpoint_ns = w.checkpoint_ns "
+        "AND c.checkpoint_id = w.checkpoint_id)",
+    ),
+    "postgresql": (
+        "SELECT count(*) FROM checkpoint_writes w WHERE w.thread_id = :t AND NOT EXISTS ("
+        "SELECT 1 FROM checkpoints c WHERE c.thread_id = :t "
+        "AND c.checkpoint_ns = w.checkpoint_ns AND c.checkpoint_id = w.checkpoint_id)",
+        # Channel values no checkpoint left refers to.
+        "SELECT count(*) FROM checkpoint_blobs b WHERE b.thread_id = :t AND NOT EXISTS ("
+        "SELECT 1 FROM checkpoints c WHERE c.thread_id = :t "
+        "AND c.checkpoint_ns = b.checkpoint_ns "
+        "AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)",
+    ),
+}
+
+
+async def orphan_rows(hosted: HostedHarness, thread_key: str) -> int:
+    """Rows of the thread's saver tables that belong to no checkpoint left."""
+    async with hosted.context.engine.connect() as connection:
+        counts = [
+            await connection.scalar(text(query), {"t": thread_key})
+            for query in _ORPHANS[hosted.context.engine.dialect_name]
+        ]
+    return sum(counts)
+
+
 class TestTheHappyPath:
     async def test_queued_running_requires_action_running_succeeded(
         self, hosted: HostedHarness
@@ -111,6 +141,7 @@ class TestTheHappyPath:
         await hosted.work()
         key = hosted_thread_key(run["thread_id"])
         assert await count_checkpoints(hosted.context.checkpointer, key) == 1
+        assert await orphan_rows(hosted, key) == 0
         rows_after_one_run = await checkpoint_rows(hosted, key)
         second = await hosted.start_run(run["thread_id"], "What is the weather in Bandung?")
         await hosted.work()
@@ -119,6 +150,7 @@ class TestTheHappyPath:
         assert await count_checkpoints(hosted.context.checkpointer, key) == 1
         # Nothing of the older checkpoints is left behind: not their writes, not their values.
         assert await checkpoint_rows(hosted, key) == rows_after_one_run
+        assert await orphan_rows(hosted, key) == 0
         state = await hosted.context.checkpointer.aget({"configurable": {"thread_id": key}})
         assert state is not None and len(state["channel_values"]["messages"]) == 8
 

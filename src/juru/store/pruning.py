@@ -30,19 +30,23 @@ _SQLITE_KEEP_LATEST = (
     f"AND (checkpoint_ns, checkpoint_id) NOT IN ({_SQLITE_LATEST})",
 )
 # LangGraph's PostgreSQL saver also keeps channel values in `checkpoint_blobs`, by channel and
-# version: a blob stays while the checkpoint left refers to it.
-_POSTGRES_LATEST = (
-    "(SELECT MAX(latest.checkpoint_id) FROM checkpoints latest "
-    "WHERE latest.thread_id = :thread AND latest.checkpoint_ns = {table}.checkpoint_ns)"
-)
+# version: a blob stays while the checkpoint left refers to it. One statement (its parts see
+# one snapshot, so the blobs kept are those the latest checkpoints refer to), not three: the
+# step's write that runs it is on the step path.
 _POSTGRES_KEEP_LATEST = (
-    "DELETE FROM checkpoint_writes WHERE thread_id = :thread "
-    f"AND checkpoint_id <> {_POSTGRES_LATEST.format(table='checkpoint_writes')}",
-    "DELETE FROM checkpoints WHERE thread_id = :thread "
-    f"AND checkpoint_id <> {_POSTGRES_LATEST.format(table='checkpoints')}",
+    "WITH latest AS ("
+    "SELECT checkpoint_ns, MAX(checkpoint_id) AS checkpoint_id FROM checkpoints "
+    "WHERE thread_id = :thread GROUP BY checkpoint_ns), "
+    "dropped_writes AS (DELETE FROM checkpoint_writes WHERE thread_id = :thread "
+    "AND checkpoint_id <> (SELECT latest.checkpoint_id FROM latest "
+    "WHERE latest.checkpoint_ns = checkpoint_writes.checkpoint_ns)), "
+    "dropped_checkpoints AS (DELETE FROM checkpoints WHERE thread_id = :thread "
+    "AND checkpoint_id <> (SELECT latest.checkpoint_id FROM latest "
+    "WHERE latest.checkpoint_ns = checkpoints.checkpoint_ns)) "
     "DELETE FROM checkpoint_blobs WHERE thread_id = :thread AND NOT EXISTS ("
-    "SELECT 1 FROM checkpoints kept WHERE kept.thread_id = :thread "
-    "AND kept.checkpoint_ns = checkpoint_blobs.checkpoint_ns "
+    "SELECT 1 FROM checkpoints kept JOIN latest "
+    "ON latest.checkpoint_ns = kept.checkpoint_ns AND latest.checkpoint_id = kept.checkpoint_id "
+    "WHERE kept.thread_id = :thread AND kept.checkpoint_ns = checkpoint_blobs.checkpoint_ns "
     "AND kept.checkpoint -> 'channel_versions' ->> checkpoint_blobs.channel "
     "= checkpoint_blobs.version)",
 )
