@@ -9,10 +9,8 @@ there "the other process" is the same instance.
 from __future__ import annotations
 
 import asyncio
-import json
 import socket
 from collections.abc import AsyncIterator, Callable
-from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
@@ -26,11 +24,9 @@ from juru.engine.events import (
     PostgresRunEvents,
     RunEvents,
     changed_to,
-    log_grew,
 )
 from juru.engine.socket_events import SocketRunEvents, events_directory
 from juru.store.database import open_database
-from juru.store.run_log import RunEventRecord
 from juru.store.transactions import write
 from juru.store.urls import DatabaseUrl
 
@@ -214,47 +210,6 @@ async def test_a_change_can_carry_the_run_as_it_left_it(
         await commit_with(backend, worker, "run_s")
         await asyncio.wait_for(changed.wait(), WAKE_SECONDS)
         assert changed.state is None
-
-
-async def test_a_notice_can_carry_the_events_a_write_appended(
-    pair: Pair, backend: tuple[str, str]
-) -> None:
-    api, worker = pair
-    now = datetime.now(UTC)
-    grew = [
-        RunEventRecord("run_e", 4, "message.completed", {"content": "Halo ✓", "n": [1, 2]}, now),
-        RunEventRecord("run_e", 5, "step.completed", {"step_count": 2, "cost_rupiah": "1.5"}, now),
-    ]
-    status = [RunEventRecord("run_e", 6, "run.status", {"status": "succeeded"}, now)]
-    async with api.watch("run_e") as changed, api.follow("run_e") as follower:
-        follower.take()
-        follower.wake.clear()
-        await commit_with(backend, worker, log_grew("run_e", grew))
-        await asyncio.wait_for(follower.wake.wait(), WAKE_SECONDS)
-        assert follower.take() == [grew] and not changed.is_set()
-        follower.wake.clear()
-        await commit_with(backend, worker, changed_to("run_e", {"status": "succeeded"}, status))
-        await asyncio.wait_for(changed.wait(), WAKE_SECONDS)
-        assert changed.state == {"status": "succeeded"}
-        await asyncio.wait_for(follower.wake.wait(), WAKE_SECONDS)
-        assert follower.take() == [status]
-
-
-def test_a_notice_carries_what_fits_events_first() -> None:
-    now = datetime.now(UTC)
-    small = [RunEventRecord("run_c", 1, "step.completed", {"step_count": 1}, now)]
-    large = [RunEventRecord("run_c", 2, "message.completed", {"content": "x" * 3000}, now)]
-    state = {"status": "requires_action", "note": "y" * 1500}
-    assert set(json.loads(changed_to("run_c", state, small).partition(" ")[2])) == {
-        "state",
-        "events",
-    }
-    assert set(json.loads(changed_to("run_c", state, large).partition(" ")[2])) == {"events"}
-    huge = [RunEventRecord("run_c", 2, "message.completed", {"content": "x" * 5000}, now)]
-    assert set(json.loads(changed_to("run_c", state, huge).partition(" ")[2])) == {"state"}
-    assert changed_to("run_c", {"note": "z" * 5000}, huge) == "run_c"
-    assert changed_to("run_c", None, ()) == "run_c"
-    assert log_grew("run_c", huge) == log_grew("run_c") == "+run_c"
 
 
 def test_a_state_too_large_for_every_transport_is_not_carried() -> None:

@@ -4,13 +4,12 @@ does it; on PostgreSQL, LISTEN/NOTIFY carries the same events between processes,
 datagram sockets (`engine.socket_events`).
 
 A payload is a run id (its status or lease changed, and its log may have grown), `#<run id>
-<json>` (the same, carrying what changed: the run as the change left it, for its watchers,
-and the events it appended to the run's log, for its streams; neither need read the run),
-`+<run id>` (its log grew, nothing else changed; `+<run id> <json>` with the events appended),
-`~<run id> <json>` (an ephemeral text delta, for streams only), `=<run id>` (only its lease
-changed: no event for its followers), `?<run id>` (a stream follows the run: its model calls
-should stream their text), HELLO (a process just started: tell it which runs you follow),
-STOPPING (a process wakes its own listener to stop it; the others ignore it) or WORK.
+<json>` (the same, with the run as the change left it: its watchers need not read it),
+`+<run id>` (its log grew, nothing else changed), `~<run id> <json>` (an ephemeral text delta,
+for streams only), `=<run id>` (only its lease changed: no event for its followers), `?<run
+id>` (a stream follows the run: its model calls should stream their text), HELLO (a process
+just started: tell it which runs you follow), STOPPING (a process wakes its own listener to
+stop it; the others ignore it) or WORK.
 """
 
 from __future__ import annotations
@@ -22,14 +21,11 @@ import logging
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Protocol
 
 import psycopg
-
-from juru.store.run_log import RunEventRecord
 
 logger = logging.getLogger(__name__)
 CHANNEL = "juru_runs"
@@ -49,17 +45,14 @@ LISTEN_POLL_SECONDS = 0.5
 # Deltas a follower keeps while its stream is busy writing; older ones are dropped (they are
 # ephemeral: the message's `message.completed` holds the whole text).
 MAX_PENDING_DELTAS = 1000
-# The largest payload that carries a change (a run's state, appended events): every transport
-# takes it (NOTIFY under 8,000 bytes, the datagram sockets' 4,096-byte reads). What does not
-# fit is not carried; its watchers and streams read the database.
+# The largest run state a notice carries: every transport takes it (NOTIFY under 8,000 bytes,
+# the datagram sockets' 4,096-byte reads). A larger state is not carried; its watchers read it.
 MAX_STATE_BYTES = 3800
 
 
-def log_grew(run_id: str, events: Sequence[RunEventRecord] = ()) -> str:
-    """The payload saying that the run's log grew (by `events`, where they fit in a notice)
-    and nothing else of it changed."""
-    carried = _carrying(LOG_GREW + run_id, [{"events": _jsonable(events)}] if events else [])
-    return carried or LOG_GREW + run_id
+def log_grew(run_id: str) -> str:
+    """The payload saying that the run's log grew and nothing else of it changed."""
+    return LOG_GREW + run_id
 
 
 def lease_moved(run_id: str) -> str:
@@ -67,51 +60,11 @@ def lease_moved(run_id: str) -> str:
     return LEASE + run_id
 
 
-def changed_to(
-    run_id: str, state: dict[str, Any] | None, events: Sequence[RunEventRecord] = ()
-) -> str:
-    """The payload saying that the run changed, carrying what fits in a notice of the run's
-    `state` (JSON values) and the `events` it appended (both if they fit, else the events,
-    else the state), or only that it changed."""
-    listed = _jsonable(events)
-    both = {"state": state, "events": listed} if state is not None and events else None
-    choices = [both, {"events": listed} if events else None, {"state": state} if state else None]
-    return _carrying(STATE + run_id, [c for c in choices if c is not None]) or run_id
-
-
-def _carrying(prefix: str, choices: Sequence[dict[str, Any]]) -> str | None:
-    """The first of `choices` that fits in a notice after `prefix`, as its payload."""
-    for choice in choices:
-        payload = f"{prefix} {json.dumps(choice, ensure_ascii=False, separators=(',', ':'))}"
-        if len(payload.encode()) <= MAX_STATE_BYTES:
-            return payload
-    return None
-
-
-def _jsonable(events: Sequence[RunEventRecord]) -> list[dict[str, Any]]:
-    return [
-        {"seq": e.seq, "type": e.type, "data": e.data, "created_at": e.created_at.isoformat()}
-        for e in events
-    ]
-
-
-def _records(run_id: str, listed: Any) -> list[RunEventRecord] | None:
-    """The events a notice carried, or None where it carried none (or not in this shape)."""
-    if not isinstance(listed, list) or not listed:
-        return None
-    try:
-        return [
-            RunEventRecord(
-                run_id,
-                int(item["seq"]),
-                str(item["type"]),
-                dict(item["data"]),
-                datetime.fromisoformat(item["created_at"]),
-            )
-            for item in listed
-        ]
-    except (KeyError, TypeError, ValueError):
-        return None
+def changed_to(run_id: str, state: dict[str, Any]) -> str:
+    """The payload saying that the run changed and now stands as `state` (JSON values), or,
+    where that would not fit in a notice, only that it changed."""
+    payload = f"{STATE}{run_id} {json.dumps(state, ensure_ascii=False, separators=(',', ':'))}"
+    return payload if len(payload.encode()) <= MAX_STATE_BYTES else run_id
 
 
 class RunChanged(asyncio.Event):
@@ -132,27 +85,22 @@ class RunChanged(asyncio.Event):
         return state
 
 
-# What woke a follower: a text delta (a dict), the events its run's log grew by, or None
-# where it grew and the notice did not carry them (read the log).
-Arrival = dict[str, Any] | list[RunEventRecord] | None
-
-
 @dataclass(eq=False)
 class Follower:
-    """What woke a stream following a run, in the order it arrived (a delta sent before a
-    write is seen before that write's events). It starts with one `None`: the log is read
-    first."""
+    """What woke a stream following a run, in the order it arrived: text deltas, and `None`
+    where the run's log grew (a delta sent before a write is seen before that write's events).
+    It starts with one `None`: the log is read first."""
 
     wake: asyncio.Event = field(default_factory=asyncio.Event)
-    arrivals: list[Arrival] = field(default_factory=lambda: [None])
+    arrivals: list[dict[str, Any] | None] = field(default_factory=lambda: [None])
 
-    def take(self) -> list[Arrival]:
+    def take(self) -> list[dict[str, Any] | None]:
         arrivals, self.arrivals = self.arrivals, []
         return arrivals
 
-    def log_grew(self, events: list[RunEventRecord] | None = None) -> None:
-        if events is not None or not self.arrivals or self.arrivals[-1] is not None:
-            self.arrivals.append(events)
+    def log_grew(self) -> None:
+        if not self.arrivals or self.arrivals[-1] is not None:
+            self.arrivals.append(None)
         self.wake.set()
 
     def delta(self, delta: dict[str, Any]) -> None:
@@ -256,33 +204,32 @@ class LocalRunEvents:
             for event in self._lease_watchers.get(payload[1:], ()):
                 event.set()
             return
-        if payload.startswith((STATE, LOG_GREW)):
+        if payload.startswith(STATE):
             run_id, _, text = payload[1:].partition(" ")
-            carried = self._carried(run_id, text)
-            state, events = carried.get("state"), _records(run_id, carried.get("events"))
-            if payload.startswith(STATE):
-                self._deliver_change(run_id, state if isinstance(state, dict) else None)
-            for follower in self._followers.get(run_id, ()):
-                follower.log_grew(events)
+            self._deliver_change(run_id, self._state(run_id, text))
             return
-        self._deliver_change(payload, None)
-        for follower in self._followers.get(payload, ()):
+        run_id = payload.removeprefix(LOG_GREW)
+        if run_id == payload:
+            self._deliver_change(run_id, None)
+            return
+        for follower in self._followers.get(run_id, ()):
             follower.log_grew()
 
     def _deliver_change(self, run_id: str, state: dict[str, Any] | None) -> None:
         for event in (*self._watchers.get(run_id, ()), *self._lease_watchers.get(run_id, ())):
             event.changed(state)
+        for follower in self._followers.get(run_id, ()):
+            follower.log_grew()
 
-    def _carried(self, run_id: str, text: str) -> dict[str, Any]:
-        """What a notice of the run carried, where somebody here would use it."""
-        if not text or not (self._watchers.get(run_id) or self._followers.get(run_id)):
-            return {}
+    def _state(self, run_id: str, text: str) -> dict[str, Any] | None:
+        if not self._watchers.get(run_id):
+            return None  # nobody here would use it
         try:
-            carried = json.loads(text)
+            state = json.loads(text)
         except ValueError:
-            logger.warning("what a notice of run %s carried was not JSON; dropped", run_id)
-            return {}
-        return carried if isinstance(carried, dict) else {}
+            logger.warning("the state carried by a notice of run %s was not JSON; dropped", run_id)
+            return None
+        return state if isinstance(state, dict) else None
 
     def _deliver_delta(self, run_id: str, text: str) -> None:
         followers = self._followers.get(run_id)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -17,7 +17,6 @@ from juru.store import steps as step_store
 from juru.store.database import Database
 from juru.store.holds import Hold
 from juru.store.records import RunRecord
-from juru.store.run_log import RunEventRecord
 from juru.store.run_state import run_state
 from juru.store.runs import RunGuard
 from juru.store.steps import StatusChange, StepWrite
@@ -156,16 +155,10 @@ class RunMachine:
         if step.children or (ends and step.ancestors):
             payloads.append(WORK)  # children to start, or a parent that may go on
 
-        # Where a stream follows the run, the notice carries the events the step appended.
-        step = replace(step, numbered_events=self.events.followed(step.run_id))
-
-        def notices_of(run: Mapping[str, Any], appended: Sequence[RunEventRecord]) -> list[Notice]:
-            if step.status is None:
-                payloads[0] = log_grew(step.run_id, appended)
-            else:
-                # A pause or an end carries the run, which its `?wait=` waiters answer with.
-                state = run_state(run) if pauses or ends else None
-                payloads[0] = changed_to(step.run_id, state, appended)
+        def notices_of(run: Mapping[str, Any]) -> list[Notice]:
+            if pauses or ends:
+                # What its `?wait=` waiters answer with: they need not read it again.
+                payloads[0] = changed_to(step.run_id, run_state(run))
             return self.events.notices(*payloads)
 
         recorded = await step_store.record_step(self.engine, step, rules, notices_of)

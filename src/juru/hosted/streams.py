@@ -1,16 +1,15 @@
 """Following a run: its durable events after a given id, then live ones, until it ends.
 
 A follower holds no database connection while it waits: it reads the log (one short query)
-only when the run's events say the log grew without carrying what it grew by (or what they
-carried does not follow what the stream sent), and is otherwise woken by text deltas
-(ephemeral, never read from the database) or by its heartbeat.
+only when the run's events say the log grew, and is otherwise woken by text deltas (ephemeral,
+never read from the database) or by its heartbeat.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -71,15 +70,15 @@ async def follow_run(
         while True:
             follower.wake.clear()
             for arrival in follower.take():
-                if isinstance(arrival, dict):
+                if arrival is not None:
                     message_id, text = arrival.get("message_id"), arrival.get("delta")
                     wellformed = isinstance(message_id, str) and isinstance(text, str)
                     if wellformed and message_id not in completed:
                         yield MessageDelta(str(message_id), str(text))
                     continue
-                new_events = _events_after(engine, run_id, last, arrival)
-                async with contextlib.aclosing(new_events):
-                    async for event in new_events:
+                while True:
+                    page = await run_log.events_after(engine, run_id, last)
+                    for event in page:
                         yield event
                         last = event.seq
                         if event.type == RunEventType.MESSAGE_COMPLETED:
@@ -90,33 +89,14 @@ async def follow_run(
                         if _may_start_work(event):
                             # A worker may take the run up now: its calls should stream.
                             await events.announce_interest(run_id)
+                    if len(page) < run_log.PAGE:
+                        break
                 if ended:
                     return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(follower.wake.wait(), heartbeat_seconds)
                 continue
             yield Heartbeat()
-
-
-async def _events_after(
-    engine: Database, run_id: str, last: int, carried: list[RunEventRecord] | None
-) -> AsyncGenerator[RunEventRecord, None]:
-    """The run's events after id `last`: those a notice `carried` where they follow `last`
-    with no gap, else (nothing carried, or a notice missed or late) read from the log, a page
-    at a time."""
-    if carried is not None:
-        fresh = [event for event in carried if event.seq > last]
-        if all(event.seq == last + 1 + n for n, event in enumerate(fresh)):
-            for event in fresh:
-                yield event
-            return
-    while True:
-        page = await run_log.events_after(engine, run_id, last)
-        for event in page:
-            yield event
-            last = event.seq
-        if len(page) < run_log.PAGE:
-            return
 
 
 def _may_start_work(event: RunEventRecord) -> bool:

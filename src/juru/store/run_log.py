@@ -115,32 +115,12 @@ def _append_statement(dialect: str) -> Any:
     return statement.on_conflict_do_nothing(index_elements=[run_events.c.run_id, run_events.c.key])
 
 
-@functools.cache
-def _append_returning_seq(dialect: str) -> Any:
-    return _append_statement(dialect).returning(run_events.c.seq)
-
-
 def append_events(
     connection: Connection, run_id: str, events: Sequence[NewRunEvent], now: datetime
 ) -> None:
     """Append `events` to the run's log in order. The caller has updated the run's row in this
     transaction."""
     append_to_logs(connection, [(run_id, event) for event in events], now)
-
-
-def append_numbered(
-    connection: Connection, run_id: str, events: Sequence[NewRunEvent], now: datetime
-) -> list[RunEventRecord]:
-    """Append `events` as `append_events` does, one statement each, and return those appended
-    with their ids (an event a redone step had written already is not appended again), for a
-    notice to carry them to the run's streams."""
-    statement = _append_returning_seq(connection.dialect.name)
-    appended = []
-    for row in _rows([(run_id, event) for event in events], now):
-        seq = connection.execute(statement, row).scalar()
-        if seq is not None:
-            appended.append(RunEventRecord(run_id, seq, row["type"], row["data"], now))
-    return appended
 
 
 def append_to_logs(
@@ -150,11 +130,7 @@ def append_to_logs(
     execution per row). The caller has updated each run's row in this transaction."""
     if not events:
         return
-    connection.execute(_append_statement(connection.dialect.name), _rows(events, now))
-
-
-def _rows(events: Sequence[tuple[str, NewRunEvent]], now: datetime) -> list[dict[str, Any]]:
-    return [
+    rows = [
         {
             "run_id": run_id,
             "of_run": run_id,
@@ -165,6 +141,7 @@ def _rows(events: Sequence[tuple[str, NewRunEvent]], now: datetime) -> list[dict
         }
         for run_id, event in events
     ]
+    connection.execute(_append_statement(connection.dialect.name), rows)
 
 
 _EVENTS_AFTER = (

@@ -21,14 +21,7 @@ from juru.core.money import PriceRules
 from juru.core.states import RunStatus, check_transition
 from juru.store.database import Database
 from juru.store.pruning import keep_latest_checkpoints
-from juru.store.run_log import (
-    RunEventRecord,
-    append_events,
-    append_numbered,
-    message_events,
-    status_event,
-    step_event,
-)
+from juru.store.run_log import append_events, message_events, status_event, step_event
 from juru.store.run_state import RUN_STATE_COLUMNS
 from juru.store.run_tree import insert_children, pause_ancestors, roll_up
 from juru.store.runs import RunGuard, run_update, run_update_parameters
@@ -69,13 +62,10 @@ class StepWrite:
     children: Sequence[dict[str, Any]] = ()
     # The checkpoint thread whose older checkpoints this write drops (the run pauses or ends).
     prune_thread: str | None = None
-    # A stream follows the run: the events appended come back with their ids, for the notice.
-    numbered_events: bool = False
 
 
-# The notices a step's write sends, from the run's row as the write left it (`RUN_STATE_COLUMNS`)
-# and the events it appended to the run's log, with their ids (`StepWrite.numbered_events`).
-NoticesOf = Callable[[Mapping[str, Any], Sequence[RunEventRecord]], Sequence[Notice]]
+# The notices a step's write sends, from the run's row as the write left it (`RUN_STATE_COLUMNS`).
+NoticesOf = Callable[[Mapping[str, Any]], Sequence[Notice]]
 
 
 class _LeaseLost(Exception):
@@ -86,8 +76,8 @@ async def record_step(
     engine: Database, step: StepWrite, rules: PriceRules, notices_of: NoticesOf | None = None
 ) -> bool:
     """Write the step in one transaction, which also sends the notices `notices_of` makes of
-    the run as the step leaves it and of the events it appended. False (and nothing written)
-    when the run is no longer running under `step.worker`'s lease."""
+    the run as the step leaves it. False (and nothing written) when the run is no longer
+    running under `step.worker`'s lease."""
     if step.status is not None:
         for source in step.status.sources:
             check_transition(source, step.status.target)
@@ -110,19 +100,15 @@ async def record_step(
         row = connection.execute(statement, parameters).first()
         if row is None:
             raise _LeaseLost
+        if notices_of is not None:
+            notify(connection, notices_of(dict(row._mapping)))
         append_transcript(connection, step.thread_id, step.run_id, step.messages, step.now)
         events = message_events(step.thread_id, step.run_id, step.messages, step.now)
         events += [step_event(number, row.cost_rupiah) for number in step.new_steps]
         roll_up(connection, step.ancestors, cost, step.now, events, step.run_id)
         if step.status is not None:
             events.append(status_event(row._mapping))
-        appended: list[RunEventRecord] = []
-        if step.numbered_events:
-            appended = append_numbered(connection, step.run_id, events, step.now)
-        else:
-            append_events(connection, step.run_id, events, step.now)
-        if notices_of is not None:
-            notify(connection, notices_of(dict(row._mapping), appended))
+        append_events(connection, step.run_id, events, step.now)
         # A run's own write never ends it with a child still active: the write that starts
         # children gives up the run's lease, and a run with an active child is not claimed.
         if step.children:
