@@ -16,7 +16,7 @@ import pytest
 from juru.engine.events import changed_to
 from juru.store.run_state import run_from_state, run_state
 from juru.store.runs import get_run
-from tests.integration.test_paused_runs import run_reads, weather_call
+from tests.integration.test_paused_runs import paused_run_of, run_reads, weather_call
 from tests.support.fake_openai import FakeOpenAIServer
 from tests.support.hosted import HostedHarness
 
@@ -46,13 +46,7 @@ async def waiting(hosted: HostedHarness, run_id: str) -> AsyncIterator[asyncio.T
 
 async def resumed_run(hosted: HostedHarness, model_id: str = "juru/demo") -> dict[str, Any]:
     """A run past its first pause: its tool outputs are in and it waits for a worker."""
-    agent = await hosted.create_agent(model_id=model_id)
-    thread = await hosted.create_thread(agent["id"])
-    started = await hosted.start_run(thread["id"])
-    assert started.status_code == 202, started.text
-    await hosted.work()
-    paused = await hosted.get_run(started.json()["id"])
-    assert paused["status"] == "requires_action", paused
+    paused = await paused_run_of(hosted, model_id)
     answered = await hosted.answer(paused)
     assert answered.status_code == 200, answered.text
     running: dict[str, Any] = answered.json()
