@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from contextlib import AbstractContextManager
 from decimal import Decimal
 from typing import Any
 
 import pytest
 from langchain_core.messages import HumanMessage
-from sqlalchemy import Engine, event, select
+from sqlalchemy import select
 
 from juru.engine.worker import Worker
 from juru.store import runs as run_store
@@ -23,6 +24,7 @@ from juru.store.usage import charges_of_run
 from tests.integration.test_run_engine import OPENAI_MODEL, WEATHER_CALL, _until
 from tests.support.fake_openai import FakeOpenAIServer
 from tests.support.hosted import WEATHER_TOOL, HostedHarness, api_error
+from tests.support.statements import statements_sent
 
 # A reply that calls a tool the agent lacks (an error result, and the loop goes on), with
 # arguments long enough that each step costs about Rp50 of output.
@@ -235,22 +237,11 @@ async def test_a_call_whose_hold_does_not_fit_is_refused_before_the_provider(
     assert len(fake_openai.requests()) == 1
 
 
-class HoldWrites:
-    """Counts the holds taken by INSERT statements while it is entered."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def _seen(self, _conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-        if statement.lstrip().upper().startswith("INSERT INTO BALANCE_HOLDS"):
-            self.count += 1
-
-    def __enter__(self) -> HoldWrites:
-        event.listen(Engine, "before_cursor_execute", self._seen)
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        event.remove(Engine, "before_cursor_execute", self._seen)
+def hold_writes() -> AbstractContextManager[list[str]]:
+    """The INSERT statements that take holds while the block runs."""
+    return statements_sent(
+        lambda statement: statement.lstrip().upper().startswith("INSERT INTO BALANCE_HOLDS")
+    )
 
 
 async def held_now(hosted: HostedHarness) -> Decimal:
@@ -268,17 +259,17 @@ async def test_a_run_holds_its_calls_with_its_creation_and_its_tool_outputs(
     output_cap_price = Decimal(16_384 * 9900) / 1_000_000
     run = await hosted.new_run(model_id=OPENAI_MODEL)
     assert output_cap_price < await held_now(hosted) < output_cap_price + 3
-    with HoldWrites() as worker_holds:
+    with hold_writes() as worker_holds:
         await hosted.work()
     paused = await hosted.get_run(run["id"])
     assert paused["status"] == "requires_action" and await held_now(hosted) == 0
 
     assert (await hosted.answer(paused)).status_code == 200
     assert output_cap_price < await held_now(hosted) < output_cap_price + 3
-    with worker_holds:
+    with hold_writes() as resumed_holds:
         await hosted.work()
     done = await hosted.get_run(run["id"])
-    assert done["status"] == "succeeded" and worker_holds.count == 0
+    assert done["status"] == "succeeded" and len(worker_holds) == len(resumed_holds) == 0
     balance, held = await account_state(hosted, "tester")
     assert held == 0 and balance == 1_000_000 - Decimal(str(done["cost_rupiah"]))
 
@@ -295,10 +286,10 @@ async def test_a_thread_with_history_holds_the_rest_before_the_call(
     # The second run's creation holds as for a new thread; the 4 kB answer before it makes the
     # call larger, so the worker replaces that hold with a larger one before calling.
     second = (await hosted.start_run(thread["id"], "second")).json()
-    with HoldWrites() as worker_holds:
+    with hold_writes() as worker_holds:
         await hosted.work()
     assert (await hosted.get_run(second["id"]))["status"] == "succeeded"
-    assert worker_holds.count == 1
+    assert len(worker_holds) == 1
     spent = await ledger_total(hosted, [first["id"], second["id"]])
     assert await account_state(hosted, "tester") == (1_000_000 - spent, Decimal(0))
 

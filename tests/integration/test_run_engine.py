@@ -22,6 +22,7 @@ from juru.store.transcript import list_messages
 from juru.store.usage import charges_of_run
 from tests.support.fake_openai import FakeOpenAIServer
 from tests.support.hosted import HostedHarness, demo_answer
+from tests.support.statements import statements_sent
 
 OPENAI_MODEL = "openai/gpt-4o-mini"
 WEATHER_CALL = {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Jakarta"}}]}
@@ -164,18 +165,15 @@ class TestTheAgentOfAClaim:
         thread = await hosted_openai.create_thread(agent["id"])
         reads: list[str] = []
 
-        def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-            if statement.lstrip().upper().startswith("SELECT") and "FROM agents" in statement:
-                reads.append(statement)
+        def agent_read(statement: str) -> bool:
+            return statement.lstrip().upper().startswith("SELECT") and "FROM agents" in statement
 
         async def one_run() -> None:
             response = await hosted_openai.start_run(thread["id"], "Hi")
             assert response.status_code == 202, response.text
-            event.listen(Engine, "before_cursor_execute", count)
-            try:
+            with statements_sent(agent_read) as seen:
                 await hosted_openai.work()
-            finally:
-                event.remove(Engine, "before_cursor_execute", count)
+            reads.extend(seen)
             assert (await hosted_openai.get_run(response.json()["id"]))["status"] == "succeeded"
 
         await one_run()
