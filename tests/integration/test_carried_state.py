@@ -13,7 +13,10 @@ from typing import Any
 
 import pytest
 
+from juru.core.run_events import RunEventType
 from juru.engine.events import changed_to
+from juru.store import run_log
+from juru.store.run_log import RunEventRecord
 from juru.store.run_state import run_from_state, run_state
 from juru.store.runs import get_run
 from tests.integration.test_paused_runs import paused_run_of, run_reads, weather_call
@@ -74,6 +77,43 @@ async def test_a_wait_that_ends_at_a_pause_reads_the_run_once(
     assert reads == []
     await hosted.work()
     assert (await hosted.get_run(run["id"]))["output"] == "Done"
+
+
+async def test_a_pause_shown_live_on_a_stream_needs_no_read_for_the_outputs(
+    hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+) -> None:
+    hosted = hosted_openai
+    fake_openai.script([weather_call("call_1"), weather_call("call_2"), {"content": "Done"}])
+    run = await resumed_run(hosted, MODEL)
+    logged = len(await run_log.events_after(hosted.context.engine, run["id"], 0))
+    items = await hosted.context.hosted.run_events(hosted.account_id, run["id"])
+    # The replay shows the first pause again: the stream did not see it happen, so it is not
+    # remembered (the outputs posted for it already resumed the run).
+    replayed = [await anext(items) for _ in range(logged)]
+    assert any(shows_a_pause(item) for item in replayed)
+    assert len(hosted.context.hosted.paused) == 0
+    await hosted.work()
+    seen = await anext(items)
+    while not shows_a_pause(seen):
+        seen = await anext(items)
+    await items.aclose()
+    assert isinstance(seen, RunEventRecord)
+    paused = seen.data
+    assert [call["id"] for call in paused["pending_tool_calls"]] == ["call_2"]
+    with run_reads() as reads:
+        answered = await hosted.answer(paused, "rainy")
+    assert answered.status_code == 200, answered.text
+    assert reads == []
+    await hosted.work()
+    assert (await hosted.get_run(run["id"]))["output"] == "Done"
+
+
+def shows_a_pause(item: object) -> bool:
+    return (
+        isinstance(item, RunEventRecord)
+        and item.type == RunEventType.STATUS
+        and item.data["status"] == "requires_action"
+    )
 
 
 async def test_a_wait_that_ends_with_the_run_reads_it_once(hosted: HostedHarness) -> None:

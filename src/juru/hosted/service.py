@@ -7,7 +7,7 @@ import contextlib
 import hashlib
 import json
 import time as monotonic_clock
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
@@ -20,6 +20,7 @@ from juru.billing.meter import Meter, input_token_bound
 from juru.core.errors import ConflictError, GoneError, UnprocessableError, invalid, not_found
 from juru.core.ids import new_id
 from juru.core.keys import stream_token
+from juru.core.run_events import RunEventType
 from juru.core.states import TERMINAL, RunStatus
 from juru.engine.events import WORK
 from juru.engine.execution import hosted_thread_key, input_messages
@@ -53,6 +54,7 @@ from juru.store.records import (
     ThreadRecord,
     TranscriptMessage,
 )
+from juru.store.run_log import RunEventRecord
 from juru.store.run_state import run_from_state
 from juru.store.usage import UsageLine
 from juru.tools.mcp_toolbox import McpServices
@@ -359,7 +361,7 @@ class HostedService:
                 "pruned; GET /v1/runs/{run_id} still shows how it ended",
                 "run_events_pruned",
             )
-        return follow_run(
+        items = follow_run(
             self.engine,
             self.machine.events,
             run_id,
@@ -367,6 +369,21 @@ class HostedService:
             ended=ended,
             heartbeat_seconds=self.stream_heartbeat_seconds,
         )
+        return items if ended else self._remembering_pauses(run, items)
+
+    async def _remembering_pauses(
+        self, run: RunRecord, items: AsyncGenerator[StreamItem, None]
+    ) -> AsyncGenerator[StreamItem, None]:
+        """The stream as it is; each pause it shows live is also remembered as the notice of
+        the pausing write carried the run, so that the tool outputs the client posts next need
+        no read of the run (as after a `?wait=` that ended at the pause)."""
+        async with self.machine.events.watch(run.id) as changed, contextlib.aclosing(items):
+            async for item in items:
+                if isinstance(item, RunEventRecord) and item.type == RunEventType.STATUS:
+                    carried = _pause_shown(run, item, changed.state)
+                    if carried is not None:
+                        self.paused.saw(carried)
+                yield item
 
     async def stream_token(
         self, account_id: str, run_id: str, authorization: str | None
@@ -475,6 +492,23 @@ def _stopped_working(seen: RunRecord, state: dict[str, Any] | None) -> RunRecord
     if carried.status == RunStatus.REQUIRES_ACTION:
         return carried if carried.pause_count > seen.pause_count else None
     return carried if carried.status in TERMINAL else None
+
+
+def _pause_shown(
+    seen: RunRecord, event: RunEventRecord, state: dict[str, Any] | None
+) -> RunRecord | None:
+    """The run as the last notice carried it, if that is the pause `event` shows (the same
+    run, account, step and pending calls): a replayed older pause is not the carried one."""
+    carried = run_from_state(state) if state is not None else None
+    if carried is None or carried.id != seen.id or carried.account_id != seen.account_id:
+        return None
+    shown = event.data
+    same_pause = (
+        carried.status == RunStatus.REQUIRES_ACTION == shown.get("status")
+        and carried.step_count == shown.get("step_count")
+        and carried.pending_tool_calls == shown.get("pending_tool_calls")
+    )
+    return carried if same_pause else None
 
 
 def _waits_on_children(run: RunRecord) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -60,7 +60,7 @@ async def follow_run(
     *,
     ended: bool,
     heartbeat_seconds: float,
-) -> AsyncIterator[StreamItem]:
+) -> AsyncGenerator[StreamItem, None]:
     """The run's events after id `after`, then each new one as it is committed, ending right
     after the event of a terminal status (or, for a run that had `ended` already, after the
     replay). Between them, text deltas as they arrive and a heartbeat when all is quiet."""
