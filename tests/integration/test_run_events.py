@@ -205,11 +205,25 @@ async def test_a_change_can_carry_the_run_as_it_left_it(
         assert changed.state == state
         await asyncio.wait_for(follower.wake.wait(), WAKE_SECONDS)
         assert follower.take() == [None]  # its log may have grown: the stream reads it
+        assert follower.state == state
         changed.clear()
         # A later change that carries nothing: the state is no longer the run's.
         await commit_with(backend, worker, "run_s")
         await asyncio.wait_for(changed.wait(), WAKE_SECONDS)
         assert changed.state is None
+        assert follower.state is None
+
+
+async def test_a_stream_alone_hears_the_carried_state(pair: Pair, backend: tuple[str, str]) -> None:
+    api, worker = pair
+    state = {"id": "run_f", "status": "requires_action", "step_count": 3}
+    async with api.follow("run_f") as follower:
+        follower.take()
+        follower.wake.clear()
+        await commit_with(backend, worker, changed_to("run_f", state))
+        await asyncio.wait_for(follower.wake.wait(), WAKE_SECONDS)
+        assert follower.take() == [None]
+        assert follower.state == state
 
 
 def test_a_state_too_large_for_every_transport_is_not_carried() -> None:

@@ -93,10 +93,16 @@ class Follower:
 
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     arrivals: list[dict[str, Any] | None] = field(default_factory=lambda: [None])
+    # The run as the last status notice carried it (`changed_to`), or None.
+    state: dict[str, Any] | None = None
 
     def take(self) -> list[dict[str, Any] | None]:
         arrivals, self.arrivals = self.arrivals, []
         return arrivals
+
+    def changed(self, state: dict[str, Any] | None) -> None:
+        self.state = state
+        self.log_grew()
 
     def log_grew(self) -> None:
         if not self.arrivals or self.arrivals[-1] is not None:
@@ -219,10 +225,10 @@ class LocalRunEvents:
         for event in (*self._watchers.get(run_id, ()), *self._lease_watchers.get(run_id, ())):
             event.changed(state)
         for follower in self._followers.get(run_id, ()):
-            follower.log_grew()
+            follower.changed(state)
 
     def _state(self, run_id: str, text: str) -> dict[str, Any] | None:
-        if not self._watchers.get(run_id):
+        if not self._watchers.get(run_id) and not self._followers.get(run_id):
             return None  # nobody here would use it
         try:
             state = json.loads(text)

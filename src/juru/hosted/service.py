@@ -7,9 +7,10 @@ import contextlib
 import hashlib
 import json
 import time as monotonic_clock
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
+from functools import partial
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -20,7 +21,6 @@ from juru.billing.meter import Meter, input_token_bound
 from juru.core.errors import ConflictError, GoneError, UnprocessableError, invalid, not_found
 from juru.core.ids import new_id
 from juru.core.keys import stream_token
-from juru.core.run_events import RunEventType
 from juru.core.states import TERMINAL, RunStatus
 from juru.engine.events import WORK
 from juru.engine.execution import hosted_thread_key, input_messages
@@ -361,29 +361,25 @@ class HostedService:
                 "pruned; GET /v1/runs/{run_id} still shows how it ended",
                 "run_events_pruned",
             )
-        items = follow_run(
+        return follow_run(
             self.engine,
             self.machine.events,
             run_id,
             after,
             ended=ended,
             heartbeat_seconds=self.stream_heartbeat_seconds,
+            on_status=partial(self._remember_pause, run),
         )
-        return items if ended else self._remembering_pauses(run, items)
 
-    async def _remembering_pauses(
-        self, run: RunRecord, items: AsyncGenerator[StreamItem, None]
-    ) -> AsyncGenerator[StreamItem, None]:
-        """The stream as it is; each pause it shows live is also remembered as the notice of
-        the pausing write carried the run, so that the tool outputs the client posts next need
-        no read of the run (as after a `?wait=` that ended at the pause)."""
-        async with self.machine.events.watch(run.id) as changed, contextlib.aclosing(items):
-            async for item in items:
-                if isinstance(item, RunEventRecord) and item.type == RunEventType.STATUS:
-                    carried = _pause_shown(run, item, changed.state)
-                    if carried is not None:
-                        self.paused.saw(carried)
-                yield item
+    def _remember_pause(
+        self, run: RunRecord, event: RunEventRecord, carried: dict[str, Any] | None
+    ) -> None:
+        """A pause a stream shows as the notice of the pausing write carried the run is
+        remembered, so that the tool outputs the client posts next need no read of the run
+        (as after a `?wait=` that ended at the pause)."""
+        shown = _pause_shown(run, event, carried)
+        if shown is not None:
+            self.paused.saw(shown)
 
     async def stream_token(
         self, account_id: str, run_id: str, authorization: str | None

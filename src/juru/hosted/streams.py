@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from juru.core.run_events import RunEventType
 from juru.core.states import RunStatus
@@ -46,6 +47,7 @@ class Heartbeat:
 
 
 StreamItem = RunEventRecord | MessageDelta | Heartbeat
+StatusSeen = Callable[[RunEventRecord, dict[str, Any] | None], None]
 
 
 def ends_the_run(event: RunEventRecord) -> bool:
@@ -60,10 +62,13 @@ async def follow_run(
     *,
     ended: bool,
     heartbeat_seconds: float,
+    on_status: StatusSeen | None = None,
 ) -> AsyncGenerator[StreamItem, None]:
     """The run's events after id `after`, then each new one as it is committed, ending right
     after the event of a terminal status (or, for a run that had `ended` already, after the
-    replay). Between them, text deltas as they arrive and a heartbeat when all is quiet."""
+    replay). Between them, text deltas as they arrive and a heartbeat when all is quiet.
+    `on_status` is told of each `run.status` event sent, with the run as the last status
+    notice heard since the stream opened carried it (or None)."""
     last = after
     completed: set[str] = set()
     async with events.follow(run_id) as follower:
@@ -79,6 +84,8 @@ async def follow_run(
                 while True:
                     page = await run_log.events_after(engine, run_id, last)
                     for event in page:
+                        if on_status is not None and event.type == RunEventType.STATUS:
+                            on_status(event, follower.state)
                         yield event
                         last = event.seq
                         if event.type == RunEventType.MESSAGE_COMPLETED:
