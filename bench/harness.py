@@ -250,7 +250,9 @@ class JuruServer:
         )
         if self.census_file:
             self.env["JURU_BENCH_SQL_CENSUS"] = str(self.census_file)
-            self.env["PYTHONPATH"] = str(REPO)
+            # After any PYTHONPATH of the caller's, so that an A/B run of older code keeps it.
+            paths = [os.environ.get("PYTHONPATH", ""), str(REPO)]
+            self.env["PYTHONPATH"] = os.pathsep.join(path for path in paths if path)
         port = free_port()
         command = [sys.executable, "-m", module, "serve", "--port", str(port)]
         log = database.workdir / "juru-serve.log"
