@@ -368,16 +368,16 @@ class HostedService:
             after,
             ended=ended,
             heartbeat_seconds=self.stream_heartbeat_seconds,
-            on_status=partial(self._remember_pause, run),
+            on_status=partial(self._remember_pause, account_id),
         )
 
     def _remember_pause(
-        self, run: RunRecord, event: RunEventRecord, carried: dict[str, Any] | None
+        self, account_id: str, event: RunEventRecord, carried: dict[str, Any] | None
     ) -> None:
         """A pause a stream shows as the notice of the pausing write carried the run is
         remembered, so that the tool outputs the client posts next need no read of the run
         (as after a `?wait=` that ended at the pause)."""
-        shown = _pause_shown(run, event, carried)
+        shown = _pause_shown(account_id, event, carried)
         if shown is not None:
             self.paused.saw(shown)
 
@@ -491,16 +491,19 @@ def _stopped_working(seen: RunRecord, state: dict[str, Any] | None) -> RunRecord
 
 
 def _pause_shown(
-    seen: RunRecord, event: RunEventRecord, state: dict[str, Any] | None
+    account_id: str, event: RunEventRecord, state: dict[str, Any] | None
 ) -> RunRecord | None:
     """The run as the last notice carried it, if that is the pause `event` shows (the same
     run, account, step and pending calls): a replayed older pause is not the carried one."""
-    carried = run_from_state(state) if state is not None else None
-    if carried is None or carried.id != seen.id or carried.account_id != seen.account_id:
-        return None
     shown = event.data
+    if state is None or shown.get("status") != RunStatus.REQUIRES_ACTION:
+        return None
+    carried = run_from_state(state)
     same_pause = (
-        carried.status == RunStatus.REQUIRES_ACTION == shown.get("status")
+        carried is not None
+        and carried.id == event.run_id
+        and carried.account_id == account_id
+        and carried.status == RunStatus.REQUIRES_ACTION
         and carried.step_count == shown.get("step_count")
         and carried.pending_tool_calls == shown.get("pending_tool_calls")
     )
