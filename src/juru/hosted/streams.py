@@ -71,6 +71,8 @@ async def follow_run(
     notice heard since the stream opened carried it (or None)."""
     last = after
     completed: set[str] = set()
+    page: list[RunEventRecord] = []
+    event: RunEventRecord | None = None
     async with events.follow(run_id) as follower:
         while True:
             follower.wake.clear()
@@ -98,6 +100,8 @@ async def follow_run(
                             await events.announce_interest(run_id)
                     if len(page) < run_log.PAGE:
                         break
+                # An idle stream keeps nothing it sent (a replayed page is kilobytes per stream).
+                page, event = [], None
                 if ended:
                     return
             with contextlib.suppress(TimeoutError):
