@@ -19,6 +19,7 @@ from sqlalchemy import Connection
 
 from juru.engine import events as events_module
 from juru.engine.events import (
+    CHANNEL,
     MAX_STATE_BYTES,
     LocalRunEvents,
     PostgresRunEvents,
@@ -300,25 +301,36 @@ async def test_sockets_left_by_killed_processes_are_skipped_and_removed(tmp_path
 
 
 @pytest.mark.postgresql
-async def test_a_postgresql_listener_stops_at_once_not_at_the_end_of_its_wait(
-    fresh_postgres_url: str, monkeypatch: pytest.MonkeyPatch
+async def test_a_postgresql_listener_stops_at_once_and_closes_its_connections(
+    fresh_postgres_url: str,
 ) -> None:
-    # A listener waits for notices in turns of LISTEN_POLL_SECONDS; stopping wakes it with a
-    # notice of its own, so even a long turn does not hold up a process's shutdown.
-    monkeypatch.setattr(events_module, "LISTEN_POLL_SECONDS", 60.0)
     dsn = DatabaseUrl.parse(fresh_postgres_url).libpq_dsn()
     api, worker, third = (PostgresRunEvents(dsn) for _ in range(3))
     for events in (api, worker, third):
         await events.start()
     try:
-        async with api.watch("!stopping") as stopping, api.watch("run_marker") as marker:
-            await asyncio.wait_for(worker.stop(), timeout=10)
-            await third.publish("run_marker")  # sent after the worker's wake-up notice
+        before = await listening_backends(dsn)
+        await asyncio.wait_for(worker.stop(), timeout=events_module.STOP_SECONDS)
+        assert await listening_backends(dsn) == before - 1
+        async with api.watch("run_marker") as marker:
+            await third.publish("run_marker")  # the others still hear each other
             await asyncio.wait_for(marker.wait(), timeout=10)
-            assert not stopping.is_set()  # the other processes ignore the wake-up
     finally:
         await asyncio.wait_for(api.stop(), timeout=10)
         await asyncio.wait_for(third.stop(), timeout=10)
+
+
+async def listening_backends(dsn: str) -> int:
+    """Connections of the database that are waiting on a LISTEN of the run events."""
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as connection:
+        cursor = await connection.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND query = %s",
+            (f"LISTEN {CHANNEL}",),
+        )
+        row = await cursor.fetchone()
+    assert row is not None
+    return int(row[0])
 
 
 @pytest.mark.postgresql
@@ -347,3 +359,31 @@ async def test_a_writes_notices_arrive_in_order_at_its_commit_and_never_after_a_
     finally:
         await listener.close()
         await database.dispose()
+
+
+@pytest.mark.postgresql
+async def test_a_postgresql_listener_whose_connection_is_cut_listens_again(
+    fresh_postgres_url: str,
+) -> None:
+    dsn = DatabaseUrl.parse(fresh_postgres_url).libpq_dsn()
+    api, worker = PostgresRunEvents(dsn), PostgresRunEvents(dsn)
+    for events in (api, worker):
+        await events.start()
+    try:
+        async with api.watch("run_cut") as cut:
+            async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as admin:
+                await admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND query = %s",
+                    (f"LISTEN {CHANNEL}",),
+                )
+            # Back on a new connection, the listener wakes every watcher: anything may have
+            # happened meanwhile.
+            await asyncio.wait_for(cut.wait(), WAKE_SECONDS)
+            cut.clear()
+            await worker.publish("run_cut")
+            await asyncio.wait_for(cut.wait(), WAKE_SECONDS)
+        assert await listening_backends(dsn) == 2
+    finally:
+        await asyncio.wait_for(api.stop(), timeout=10)
+        await asyncio.wait_for(worker.stop(), timeout=10)

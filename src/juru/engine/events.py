@@ -8,8 +8,7 @@ A payload is a run id (its status or lease changed, and its log may have grown),
 `+<run id>` (its log grew, nothing else changed), `~<run id> <json>` (an ephemeral text delta,
 for streams only), `=<run id>` (only its lease changed: no event for its followers), `?<run
 id>` (a stream follows the run: its model calls should stream their text), HELLO (a process
-just started: tell it which runs you follow), STOPPING (a process wakes its own listener to
-stop it; the others ignore it) or WORK.
+just started: tell it which runs you follow) or WORK.
 """
 
 from __future__ import annotations
@@ -36,12 +35,12 @@ INTEREST = "?"
 LEASE = "="
 STATE = "#"
 HELLO = "!hello"
-STOPPING = "!stopping"  # a process's own last notice, to wake its listener as it stops
 # How long a process remembers that another one has a stream following a run, and how often
 # at most it says again that one of its streams follows a run.
 INTEREST_SECONDS = 3600.0
 REANNOUNCE_SECONDS = 60.0
-LISTEN_POLL_SECONDS = 0.5
+# How long a stopping process waits for its listener and its sender connection.
+STOP_SECONDS = 5.0
 # Deltas a follower keeps while its stream is busy writing; older ones are dropped (they are
 # ephemeral: the message's `message.completed` holds the whole text).
 MAX_PENDING_DELTAS = 1000
@@ -188,8 +187,6 @@ class LocalRunEvents:
         return None
 
     def deliver(self, payload: str) -> None:
-        if payload == STOPPING:
-            return
         if payload == WORK:
             self._work.set()
             return
@@ -345,6 +342,8 @@ class PostgresRunEvents(LocalRunEvents):
         super().__init__()
         self.dsn = dsn
         self._listener: asyncio.Task[None] | None = None
+        # Resolved when the listener should stop; failed when its connection broke.
+        self._hearing: asyncio.Future[None] | None = None
         self._sender: psycopg.AsyncConnection[object] | None = None
         self._ready = asyncio.Event()
         self._send_lock = asyncio.Lock()
@@ -358,22 +357,19 @@ class PostgresRunEvents(LocalRunEvents):
         await self._send(HELLO)
 
     async def stop(self) -> None:
-        # Stop hearing our own notices, then send one: the listener wakes on it and leaves at
-        # once, instead of at the end of its current wait (up to LISTEN_POLL_SECONDS).
         self._stopped = True
-        await self._wake_listener()
+        if self._hearing is not None and not self._hearing.done():
+            self._hearing.set_result(None)
         if self._listener is not None:
-            # The listener notices the flag within LISTEN_POLL_SECONDS; cancelling it inside
-            # psycopg's notifies() could leave the connection's lock held and hang its close.
-            done, _ = await asyncio.wait([self._listener], timeout=LISTEN_POLL_SECONDS * 10)
+            done, _ = await asyncio.wait([self._listener], timeout=STOP_SECONDS)
             if not done:
                 logger.warning("run event listener did not stop in time; cancelling it")
                 self._listener.cancel()
-                await asyncio.wait([self._listener], timeout=LISTEN_POLL_SECONDS * 10)
+                await asyncio.wait([self._listener], timeout=STOP_SECONDS)
         sender, self._sender = self._sender, None
         if sender is not None:
             with contextlib.suppress(psycopg.Error, TimeoutError):
-                await asyncio.wait_for(sender.close(), LISTEN_POLL_SECONDS * 10)
+                await asyncio.wait_for(sender.close(), STOP_SECONDS)
 
     async def _listen(self) -> None:
         while not self._stopped:
@@ -382,32 +378,47 @@ class PostgresRunEvents(LocalRunEvents):
                     self.dsn, autocommit=True
                 ) as connection:
                     await connection.execute(f"LISTEN {CHANNEL}")
-                    self._ready.set()
-                    # After a reconnect, anything may have happened: wake every waiter.
-                    for run_id in {*self._watchers, *self._lease_watchers, *self._followers}:
-                        self.deliver(run_id)
-                    self.deliver(WORK)
-                    while not self._stopped:
-                        notices = connection.notifies(timeout=LISTEN_POLL_SECONDS)
-                        async with contextlib.aclosing(notices):
-                            async for notice in notices:
-                                if self._stopped:
-                                    break
-                                origin, _, payload = notice.payload.partition("|")
-                                if origin != self._origin:  # our own were delivered at once
-                                    self.deliver(payload)
+                    await self._hear(connection)
             except psycopg.Error:
+                if self._stopped:
+                    return
                 logger.exception("run event listener lost its connection; reconnecting")
                 await asyncio.sleep(1)
 
-    async def _wake_listener(self) -> None:
-        async with self._send_lock:
-            if self._sender is None or self._sender.closed:
+    async def _hear(self, connection: psycopg.AsyncConnection[Any]) -> None:
+        """Deliver the notices of the LISTEN `connection` as they arrive, until `stop()`;
+        raises the connection's error when it breaks. The event loop calls back when the
+        socket is readable (libpq's own notification interface): no task or timer per
+        notice, and no polling."""
+        loop = asyncio.get_running_loop()
+        pgconn, encoding = connection.pgconn, connection.info.encoding
+        hearing = self._hearing = loop.create_future()
+
+        def readable() -> None:
+            try:
+                pgconn.consume_input()
+            except psycopg.Error as error:
+                if not hearing.done():
+                    hearing.set_exception(error)
                 return
-            with contextlib.suppress(psycopg.Error):
-                await self._sender.execute(
-                    "SELECT pg_notify(%s, %s)", (CHANNEL, f"{self._origin}|{STOPPING}")
-                )
+            while (notice := pgconn.notifies()) is not None:
+                origin, _, payload = notice.extra.decode(encoding).partition("|")
+                if origin != self._origin:  # our own were delivered at once
+                    self.deliver(payload)
+
+        socket = pgconn.socket
+        loop.add_reader(socket, readable)
+        try:
+            self._ready.set()
+            # After a reconnect, anything may have happened: wake every waiter.
+            for run_id in {*self._watchers, *self._lease_watchers, *self._followers}:
+                self.deliver(run_id)
+            self.deliver(WORK)
+            readable()  # anything libpq read along with the LISTEN's answer
+            if not self._stopped:
+                await hearing
+        finally:
+            loop.remove_reader(socket)
 
     def notices(self, *payloads: str) -> list[tuple[str, str]]:
         return [(CHANNEL, f"{self._origin}|{payload}") for payload in payloads]
