@@ -7,7 +7,8 @@ locks, so every write runs in a task of its own that finishes even when its call
 A write is a plain function of a (synchronous) connection. On SQLite it runs whole in the
 database's writer thread (`store.write_queue`), which queues the writes and begins each with
 `BEGIN IMMEDIATE`, so none of them meets SQLite's busy handler and none holds the file's lock
-across turns of the event loop. On PostgreSQL it runs on the async engine (`run_sync`).
+across turns of the event loop. On PostgreSQL it runs whole in one of the database's writer
+threads (`store.database.ThreadedWriter`), on a connection of their pool.
 """
 
 from __future__ import annotations
