@@ -56,6 +56,17 @@ async def resumed_run(hosted: HostedHarness, model_id: str = "juru/demo") -> dic
     return running
 
 
+async def answer_without_a_read(hosted: HostedHarness, paused: dict[str, Any]) -> None:
+    """Post the paused run's outputs, which must not read the run, and run it to its end
+    (the fake model's last answer is "Done")."""
+    with run_reads() as reads:
+        answered = await hosted.answer(paused, "rainy")
+    assert answered.status_code == 200, answered.text
+    assert reads == []
+    await hosted.work()
+    assert (await hosted.get_run(paused["id"]))["output"] == "Done"
+
+
 async def test_a_wait_that_ends_at_a_pause_reads_the_run_once(
     hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
 ) -> None:
@@ -71,12 +82,7 @@ async def test_a_wait_that_ends_at_a_pause_reads_the_run_once(
     assert [call["id"] for call in paused["pending_tool_calls"]] == ["call_2"]
     assert paused == await hosted.get_run(run["id"])
     # The outputs that follow need no read either: the answer came from a paused run.
-    with run_reads() as reads:
-        answered = await hosted.answer(paused, "rainy")
-    assert answered.status_code == 200, answered.text
-    assert reads == []
-    await hosted.work()
-    assert (await hosted.get_run(run["id"]))["output"] == "Done"
+    await answer_without_a_read(hosted, paused)
 
 
 async def test_a_pause_shown_live_on_a_stream_needs_no_read_for_the_outputs(
@@ -100,12 +106,7 @@ async def test_a_pause_shown_live_on_a_stream_needs_no_read_for_the_outputs(
     assert isinstance(seen, RunEventRecord)
     paused = seen.data
     assert [call["id"] for call in paused["pending_tool_calls"]] == ["call_2"]
-    with run_reads() as reads:
-        answered = await hosted.answer(paused, "rainy")
-    assert answered.status_code == 200, answered.text
-    assert reads == []
-    await hosted.work()
-    assert (await hosted.get_run(run["id"]))["output"] == "Done"
+    await answer_without_a_read(hosted, paused)
 
 
 def shows_a_pause(item: object) -> bool:

@@ -277,14 +277,20 @@ class TestRetention:
         assert isinstance(first, RunEventRecord) and first.seq == 1
 
 
+async def paused_run_stream(hosted: HostedHarness) -> tuple[dict[str, Any], Any]:
+    """A run paused on its tool call, and its stream from the start, with a heartbeat every
+    50 ms while it is quiet."""
+    hosted.context.hosted.stream_heartbeat_seconds = 0.05
+    run = await hosted.new_run()
+    await hosted.work()
+    return run, await hosted.context.hosted.run_events(hosted.account_id, run["id"])
+
+
 class TestFollowing:
     async def test_a_quiet_stream_sends_heartbeats_and_stays_open_across_the_pause(
         self, hosted: HostedHarness
     ) -> None:
-        hosted.context.hosted.stream_heartbeat_seconds = 0.05
-        run = await hosted.new_run()
-        await hosted.work()
-        items = await hosted.context.hosted.run_events(hosted.account_id, run["id"])
+        run, items = await paused_run_stream(hosted)
         seen = []
         async for item in items:
             seen.append(item)
@@ -301,10 +307,7 @@ class TestFollowing:
         self, hosted: HostedHarness
     ) -> None:
         # 1,000 open streams of paused runs held 8 MB of replayed events (bench/, streams).
-        hosted.context.hosted.stream_heartbeat_seconds = 0.05
-        run = await hosted.new_run()
-        await hosted.work()
-        items = await hosted.context.hosted.run_events(hosted.account_id, run["id"])
+        _, items = await paused_run_stream(hosted)
         sent = []
         item = await anext(items)
         while not isinstance(item, Heartbeat):  # sent after the stream waited, idle
