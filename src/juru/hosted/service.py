@@ -479,11 +479,19 @@ def _not_waiting(run: RunRecord) -> ConflictError:
     )
 
 
+def _carried_run(state: dict[str, Any] | None, run_id: str, account_id: str) -> RunRecord | None:
+    """The run a notice carried, if it carried one and that is run `run_id` of `account_id`."""
+    carried = run_from_state(state) if state is not None else None
+    if carried is None or carried.id != run_id or carried.account_id != account_id:
+        return None
+    return carried
+
+
 def _stopped_working(seen: RunRecord, state: dict[str, Any] | None) -> RunRecord | None:
     """The run as the notice that woke a waiter carried it, if it shows the server done with
     the work the waiter saw (`seen`): a pause after the one `seen` came from, or an end."""
-    carried = run_from_state(state) if state is not None else None
-    if carried is None or carried.id != seen.id or carried.account_id != seen.account_id:
+    carried = _carried_run(state, seen.id, seen.account_id)
+    if carried is None:
         return None
     if carried.status == RunStatus.REQUIRES_ACTION:
         return carried if carried.pause_count > seen.pause_count else None
@@ -496,13 +504,11 @@ def _pause_shown(
     """The run as the last notice carried it, if that is the pause `event` shows (the same
     run, account, step and pending calls): a replayed older pause is not the carried one."""
     shown = event.data
-    if state is None or shown.get("status") != RunStatus.REQUIRES_ACTION:
+    if shown.get("status") != RunStatus.REQUIRES_ACTION:
         return None
-    carried = run_from_state(state)
+    carried = _carried_run(state, event.run_id, account_id)
     same_pause = (
         carried is not None
-        and carried.id == event.run_id
-        and carried.account_id == account_id
         and carried.status == RunStatus.REQUIRES_ACTION
         and carried.step_count == shown.get("step_count")
         and carried.pending_tool_calls == shown.get("pending_tool_calls")
