@@ -4,9 +4,9 @@
 
 Counts statements by verb and table through a SQLAlchemy event on every engine (LangGraph's
 checkpointer talks to its driver directly and is not counted). On SIGUSR1 each process (the
-API process and its worker processes, which run this same wrapper) writes its counts so far as
-JSON beside `$JURU_BENCH_SQL_CENSUS`, named by its pid. The harness runs the server this way when
-`JURU_BENCH_SQL=1`.
+API process and its worker processes, forks of it or programs that run this same wrapper)
+writes its counts so far as JSON beside `$JURU_BENCH_SQL_CENSUS`, named by its pid. The harness
+runs the server this way when `JURU_BENCH_SQL=1`.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ SHAPE = re.compile(
     re.IGNORECASE | re.DOTALL,
 )
 counts: Counter[str] = Counter()
+# `juru serve` forks its first workers: each counts its own statements from then on.
+os.register_at_fork(after_in_child=counts.clear)
 
 
 def shape(statement: str) -> str:

@@ -4,6 +4,8 @@ terminal."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import importlib
 import logging
 import signal
 from collections.abc import Awaitable, Callable
@@ -49,12 +51,25 @@ def configure_logging() -> None:
     logging.getLogger("juru").setLevel(logging.INFO)
 
 
+def import_for_a_server(*modules: str) -> None:
+    """Import a server process's modules with the cyclic collector off: what they build lives
+    as long as the process, and collecting it as it grows costs a second of CPU at every start
+    (`settle_heap` freezes it once the server has started)."""
+    gc.disable()
+    try:
+        for module in modules:
+            importlib.import_module(module)
+    finally:
+        gc.enable()
+
+
 @cli.command()
 def serve(
     host: Annotated[str | None, typer.Option(help="Address to bind (default 127.0.0.1).")] = None,
     port: Annotated[int | None, typer.Option(help="Port (default $PORT, else 8000).")] = None,
 ) -> None:
     """Serve the HTTP API, with runs executed by worker processes beside it."""
+    import_for_a_server("juru.app", "juru.serving")
     from juru.app import create_app
     from juru.serving import (
         InstanceTakenError,
@@ -64,6 +79,7 @@ def serve(
         run_event_loop,
         serve_with_worker_processes,
         server_config,
+        set_up_saver_now,
         settle_heap,
         take_back_instance_runs,
         worker_process_count,
@@ -98,15 +114,22 @@ def serve(
                     logging.getLogger("juru").info("run %s is taken back at once", run_id)
             if processes == 0:
                 app = create_app(settings, worker_name=f"{name}/w0", on_started=settle_heap)
-            else:
-                api_only = settings.model_copy(update={"workers": 0})
-                app = create_app(api_only, on_started=settle_heap)
-            config = server_config(app, settings, bind_host, bind_port)
-            if processes == 0:
+                config = server_config(app, settings, bind_host, bind_port)
                 run_event_loop(uvicorn.Server(config).serve(), settings)
                 return
             fds = () if inherited_fd is None else (inherited_fd,)
             supervised = WorkerProcesses(name, processes, fds)
+            set_up_saver_now(database)
+            slots = settings.workers
+
+            def worker_main(stable_name: str, parent_fd: int) -> int:
+                _start_worker(settings, slots, stable_name, parent_fd)
+                return 0
+
+            supervised.fork(worker_main)
+            api_only = settings.model_copy(update={"workers": 0})
+            app = create_app(api_only, on_started=settle_heap)
+            config = server_config(app, settings, bind_host, bind_port)
             run_event_loop(serve_with_worker_processes(config, supervised), settings)
     except InstanceTakenError as error:
         console.print(f"[red]error:[/red] {error}")
@@ -132,9 +155,17 @@ def worker(
     parent_fd: Annotated[int | None, typer.Option(hidden=True)] = None,
 ) -> None:
     """Execute hosted runs without serving HTTP (`juru serve` starts these itself)."""
+    import_for_a_server("juru.context", "juru.serving")
     settings = Settings()
-    slots = concurrency or settings.workers or DEFAULT_SLOTS
     configure_logging()
+    slots = concurrency or settings.workers or DEFAULT_SLOTS
+    _start_worker(settings, slots, stable_name, parent_fd)
+
+
+def _start_worker(
+    settings: Settings, slots: int, stable_name: str | None, parent_fd: int | None
+) -> None:
+    """A worker's life, in a `juru worker` program or in a fork of `juru serve`."""
     console.print(
         f"Juru worker {stable_name or ''}· {slots} slots"
         f" · database {DatabaseUrl.parse(settings.database_url).dialect}"

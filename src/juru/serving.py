@@ -1,10 +1,12 @@
 """`juru serve`: the API in this process, the runs in worker processes it supervises.
 
 HTTP never waits behind run execution: the API process has no workers; each worker process
-(`juru worker --stable-name <instance>/w<i>`) runs up to JURU_WORKERS runs. A worker that dies
-is started again; SIGTERM or SIGINT stops the API, then the workers. The instance owns its name
-(an flock on `<db>.serve.lock` on SQLite, an advisory lock on PostgreSQL), so at start it knows
-the runs leased under that name are orphans and takes them back at once.
+(stable name `<instance>/w<i>`) runs up to JURU_WORKERS runs. The first workers are forks of the
+server, made once its imports are done and before it has a thread or an event loop, so a start
+imports Juru once; a worker that dies is started again as `juru worker` (a fresh program: the
+server has threads by then). SIGTERM or SIGINT stops the API, then the workers. The instance
+owns its name (an flock on `<db>.serve.lock` on SQLite, an advisory lock on PostgreSQL), so at
+start it knows the runs leased under that name are orphans and takes them back at once.
 """
 
 from __future__ import annotations
@@ -18,17 +20,19 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import psycopg
 import uvicorn
 
 from juru.core.clock import SystemClock
 from juru.settings import Settings
+from juru.store.checkpointer import set_up_saver
 from juru.store.database import open_database
 from juru.store.leases import release_leases_of
 from juru.store.urls import DatabaseUrl
@@ -141,6 +145,11 @@ def owned_instance(database: DatabaseUrl, name: str) -> Iterator[int | None]:
         yield None
 
 
+def set_up_saver_now(database: DatabaseUrl) -> None:
+    """Set LangGraph's saver up before the worker processes and the API open it together."""
+    asyncio.run(set_up_saver(database))
+
+
 def take_back_instance_runs(database: DatabaseUrl, name: str) -> list[str]:
     """Free every run leased under the instance `name` (its processes are all gone)."""
 
@@ -167,36 +176,141 @@ def program() -> list[str]:
     return [sys.executable, "-m", "juru"]
 
 
+class WorkerProcess(Protocol):
+    """A worker process as the supervisor sees it: `asyncio.subprocess.Process` or a fork."""
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def send_signal(self, signum: int) -> None: ...
+
+    def kill(self) -> None: ...
+
+    async def wait(self) -> int: ...
+
+
+@dataclass
+class ForkedProcess:
+    """A child forked from this process, waited for on the event loop through its pidfd."""
+
+    pid: int
+    returncode: int | None = None
+    _exit: asyncio.Future[int] | None = field(default=None, repr=False)
+
+    def send_signal(self, signum: int) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, signum)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    async def wait(self) -> int:
+        """The exit code, once the child has exited (any number of callers may wait)."""
+        if self._exit is None:
+            self._exit = self._watch_exit()
+        return await asyncio.shield(self._exit)
+
+    def _watch_exit(self) -> asyncio.Future[int]:
+        loop = asyncio.get_running_loop()
+        exit_code: asyncio.Future[int] = loop.create_future()
+        pidfd = os.pidfd_open(self.pid)
+
+        def exited() -> None:
+            loop.remove_reader(pidfd)
+            os.close(pidfd)
+            _, status = os.waitpid(self.pid, 0)
+            self.returncode = os.waitstatus_to_exitcode(status)
+            exit_code.set_result(self.returncode)
+
+        loop.add_reader(pidfd, exited)
+        return exit_code
+
+
+# What a forked worker runs: given its stable name and the read end of the parent's pipe, the
+# worker's whole life; returns its exit code.
+WorkerMain = Callable[[str, int], int]
+
+
 @dataclass
 class WorkerProcesses:
-    """N `juru worker` processes, each started again when it dies, until stopped."""
+    """N worker processes, each started again (as `juru worker`) when it dies, until stopped."""
 
     instance: str
     count: int
     inherited_fds: tuple[int, ...]
     _stopping: bool = False
-    _processes: dict[int, asyncio.subprocess.Process] = field(default_factory=dict)
+    _processes: dict[int, WorkerProcess] = field(default_factory=dict)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _parent_write_fd: int = -1
     _parent_read_fd: int = -1
+
+    def stable_name(self, index: int) -> str:
+        return f"{self.instance}/w{index}"
 
     def command(self, index: int) -> list[str]:
         return [
             *program(),
             "worker",
             "--stable-name",
-            f"{self.instance}/w{index}",
+            self.stable_name(index),
             "--parent-fd",
             str(self._parent_read_fd),
         ]
 
+    def forked_pids(self) -> list[int]:
+        return [p.pid for p in self._processes.values() if isinstance(p, ForkedProcess)]
+
+    def _open_parent_pipe(self) -> None:
+        # Workers read this pipe: its end of file means this process has gone, even by SIGKILL.
+        if self._parent_read_fd < 0:
+            self._parent_read_fd, self._parent_write_fd = os.pipe()
+            os.set_inheritable(self._parent_read_fd, True)
+
+    def fork(self, worker_main: WorkerMain) -> bool:
+        """Start every worker now as a fork of this process, which must have no thread but its
+        main one and no event loop yet (False, and nothing forked, otherwise: `running` then
+        starts them as programs). The child runs `worker_main` and exits with its code
+        without unwinding this process's stack: the objects on it (the PostgreSQL connection
+        that holds the instance's advisory lock) are never closed or used by the child, whose
+        copy of their descriptors keeps the instance owned until the last worker has exited,
+        as the inherited flock does on SQLite."""
+        if threading.active_count() > 1 or _has_running_loop():
+            logger.warning("this process has threads already: worker processes are programs")
+            return False
+        self._open_parent_pipe()
+        # What start-up built is shared with the children: no collection should copy it.
+        gc.collect()
+        gc.freeze()
+        # Output still buffered here would be written twice, by the parent and by the child.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for index in range(self.count):
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the child, measured through the e2e tests
+                code = 1
+                try:
+                    os.close(self._parent_write_fd)
+                    code = worker_main(self.stable_name(index), self._parent_read_fd)
+                except BaseException:
+                    logger.exception("worker process %d failed", index)
+                finally:
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                    os._exit(code)
+            self._processes[index] = ForkedProcess(pid)
+        return True
+
     async def _keep_running(self, index: int) -> None:
+        forked = self._processes.get(index)
         while not self._stopping:
             started = time.monotonic()
-            process = await asyncio.create_subprocess_exec(
-                *self.command(index), pass_fds=(self._parent_read_fd, *self.inherited_fds)
-            )
-            self._processes[index] = process
+            if forked is not None:
+                process, forked = forked, None
+            else:
+                process = await asyncio.create_subprocess_exec(
+                    *self.command(index), pass_fds=(self._parent_read_fd, *self.inherited_fds)
+                )
+                self._processes[index] = process
             code = await process.wait()
             if self._stopping:
                 return
@@ -206,9 +320,7 @@ class WorkerProcesses:
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        # Workers read this pipe: its end of file means this process has gone, even by SIGKILL.
-        self._parent_read_fd, self._parent_write_fd = os.pipe()
-        os.set_inheritable(self._parent_read_fd, True)
+        self._open_parent_pipe()
         self._tasks = [
             asyncio.create_task(self._keep_running(index), name=f"juru-worker-process-{index}")
             for index in range(self.count)
@@ -239,6 +351,14 @@ class WorkerProcesses:
         for fd in (self._parent_read_fd, self._parent_write_fd):
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def _has_running_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 # Long-polls (`?wait=` up to 30 s) and streams must not hold a stopping server: 10 s, then cut.

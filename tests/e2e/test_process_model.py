@@ -53,6 +53,14 @@ def parent_of(pid: int) -> int:
     return int(stat.rsplit(")", 1)[1].split()[1])
 
 
+def command_line(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_text().rstrip("\0").split("\0")
+
+
+def children_of(pid: int) -> list[int]:
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
 def runs_on_uvloop(pid: int) -> bool:
     """Whether the process has loaded uvloop's extension (a process on asyncio's own loop never
     imports it)."""
@@ -92,6 +100,8 @@ def test_runs_execute_in_a_worker_process_that_is_restarted_when_it_dies(
         assert pid is not None, owner
         assert pid != server.process.pid
         assert parent_of(pid) == server.process.pid
+        # The first worker is a fork of the server (it imported nothing again).
+        assert command_line(pid) == command_line(server.process.pid)
         # Both run on uvloop, JURU_EVENT_LOOP's default.
         assert runs_on_uvloop(server.process.pid) and runs_on_uvloop(pid)
 
@@ -108,6 +118,9 @@ def test_runs_execute_in_a_worker_process_that_is_restarted_when_it_dies(
         assert api.wait_for(second["id"], "succeeded")["output"] == "Dua selesai."
         assert attempts(database_url, first["id"]) == 2
         assert "starting it again" in server.output()
+        # The server has threads by now: the worker started again is a program of its own.
+        [restarted] = children_of(server.process.pid)
+        assert command_line(restarted)[-5:-2] == ["worker", "--stable-name", f"{instance}/w0"]
     assert server.process.returncode == 0, server.output()
 
 

@@ -3,12 +3,14 @@ key stops at once, and a fresh SQLite install starts with a local account and ke
 
 from __future__ import annotations
 
+import asyncio
 import stat
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 from fastapi.routing import APIRoute, iter_route_contexts
-from sqlalchemy import select
+from sqlalchemy import delete, select
 
 from juru.app import create_app
 from juru.core.keys import KEY_PREFIX, hash_key
@@ -118,6 +120,28 @@ async def test_a_fresh_sqlite_database_gets_a_local_key_once(
             keys = (await connection.execute(select(api_keys.c.id))).all()
         assert [(row.name, row.balance_rupiah) for row in local] == [("local", 100_000)]
         assert len(keys) == 1
+
+
+async def test_processes_starting_at_once_make_one_local_key(
+    sqlite_settings: Settings, tmp_path: Path
+) -> None:
+    # `juru serve` and its forked workers open the fresh database at the same moment.
+    key_file = tmp_path / "data" / "local-api-key"
+    app = create_app(sqlite_settings)
+    async for _ in start_client(app):
+        context = app.state.context
+        await context.engine.writer.run(lambda connection: connection.execute(delete(api_keys)))
+        await context.engine.writer.run(lambda connection: connection.execute(delete(accounts)))
+        issued = await asyncio.gather(
+            *(context.accounts.bootstrap_local(key_file, Decimal(5)) for _ in range(3))
+        )
+        made = [key for key in issued if key is not None]
+        assert len(made) == 1
+        assert key_file.read_text().strip() == made[0].secret
+        async with context.engine.connect() as connection:
+            names = (await connection.execute(select(accounts.c.name))).scalars().all()
+            keys = (await connection.execute(select(api_keys.c.id))).all()
+        assert (names, len(keys)) == (["local"], 1)
 
 
 @pytest.mark.postgresql

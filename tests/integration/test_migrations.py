@@ -1,18 +1,25 @@
-"""Alembic's head and the table metadata agree on both databases; `juru db upgrade` works."""
+"""Alembic's head and the table metadata agree on both databases; `juru db upgrade` works;
+LangGraph's saver is set up once however many processes start at once."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import subprocess
 import sys
+import uuid
 from typing import Any
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, inspect
 
+from juru.store.checkpointer import open_checkpointer
 from juru.store.migrations import upgrade_to_head
 from juru.store.tables import in_metadata, metadata
 from juru.store.urls import DatabaseUrl
+from tests.conftest import _admin_execute, _database_url
 
 
 def _differences(url: str) -> list[Any]:
@@ -70,3 +77,20 @@ def test_juru_db_upgrade_creates_the_schema(tmp_path: Any) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert set(metadata.tables) <= _tables(url)
+
+
+@pytest.mark.postgresql
+async def test_processes_starting_at_once_set_the_checkpointer_up_once() -> None:
+    """Replicas of `juru serve` open a new PostgreSQL database at the same moment: each sets
+    LangGraph's saver up, and none may fail on a migration another just applied."""
+    name = f"juru_test_{uuid.uuid4().hex[:12]}"
+    _admin_execute(f'CREATE DATABASE "{name}" TEMPLATE template0')
+    url = DatabaseUrl.parse(_database_url(name))
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            savers = await asyncio.gather(
+                *(stack.enter_async_context(open_checkpointer(url)) for _ in range(3))
+            )
+            assert len(savers) == 3
+    finally:
+        _admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

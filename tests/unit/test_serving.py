@@ -1,17 +1,21 @@
-"""`juru serve`'s process counts and instance names, from settings alone."""
+"""`juru serve`'s process counts and instance names, from settings alone; its forked workers."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
 import os
+import signal
 import socket
+import threading
 
 import httpx
 import pytest
 
 from juru.serving import (
     GC_YOUNG_THRESHOLD,
+    ForkedProcess,
+    WorkerProcesses,
     default_worker_processes,
     instance_name,
     run_event_loop,
@@ -103,3 +107,33 @@ def test_server_processes_run_on_the_chosen_event_loop(choice: str, module: str)
 def test_an_unknown_event_loop_is_refused() -> None:
     with pytest.raises(ValueError, match="event_loop"):
         make_settings(SQLITE, event_loop="trio")
+
+
+def test_workers_are_never_forked_from_a_process_with_threads() -> None:
+    """A fork keeps only the forking thread: a lock another thread held stays locked for good.
+    Such a server starts its workers as programs instead."""
+    release = threading.Event()
+    thread = threading.Thread(target=release.wait)
+    thread.start()
+    try:
+        workers = WorkerProcesses("local", 2, ())
+        assert workers.fork(lambda name, parent_fd: 0) is False
+        assert workers.forked_pids() == []
+    finally:
+        release.set()
+        thread.join()
+
+
+def test_a_forked_worker_is_waited_for_by_everyone_who_asks() -> None:
+    # The supervisor's restart loop and its stop both wait for the same child.
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os._exit(3)
+    forked = ForkedProcess(pid)
+
+    async def both() -> list[int]:
+        return await asyncio.gather(forked.wait(), forked.wait())
+
+    assert asyncio.run(both()) == [3, 3]
+    assert forked.returncode == 3
+    forked.send_signal(signal.SIGTERM)  # an exited child is not signalled (its pid is free)

@@ -107,10 +107,16 @@ class AccountAdmin:
         self, key_file: Path, balance: Decimal = Decimal(0)
     ) -> IssuedKey | None:
         """On a database with no account at all: the `local` account and a key, written to
-        `key_file` (readable by its owner only). Never when any account exists."""
+        `key_file` (readable by its owner only). Never when any account exists, nor when
+        another process of the same start (`juru serve` and its workers) makes it first."""
         if await store.count_accounts(self.engine) > 0:
             return None
-        await self.create_account(LOCAL_ACCOUNT, "paid", balance)
+        try:
+            await store.create_account(
+                self.engine, LOCAL_ACCOUNT, "paid", balance, self.clock.now()
+            )
+        except store.AccountExistsError:
+            return None
         issued = await self.create_key(LOCAL_ACCOUNT)
         key_file.parent.mkdir(parents=True, exist_ok=True)
         descriptor = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from typing import Any
 
+import psycopg
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
@@ -225,6 +226,48 @@ class IdleConnectionCheck:
             await AsyncConnectionPool.check_connection(connection)
 
 
+# How often a process tries the PostgreSQL saver's set-up while others apply it at once, and
+# the errors of a migration that another process applied at the same moment.
+SETUP_ATTEMPTS = 20
+SETUP_COLLISIONS = (
+    psycopg.errors.UniqueViolation,
+    psycopg.errors.DuplicateObject,
+    psycopg.errors.DeadlockDetected,
+)
+
+
+async def _set_up_postgres_saver(database: DatabaseUrl, options: dict[str, Any]) -> None:
+    """Apply LangGraph's migrations of the PostgreSQL saver, outside a transaction (they create
+    indexes concurrently). Processes that start at once (`juru serve` and its forked workers,
+    replicas) may apply the same migration together: the one that records it second fails,
+    and its next try starts after what the other recorded; two building one index at once can
+    deadlock, and the one PostgreSQL stops tries again. A lock cannot order them: an index
+    built concurrently waits for every transaction, the lock's waiters among them."""
+    async with await AsyncConnection.connect(
+        database.libpq_dsn(), autocommit=True, **options
+    ) as connection:
+        for attempt in range(1, SETUP_ATTEMPTS + 1):
+            try:
+                await AsyncPostgresSaver(connection).setup()
+                return
+            except SETUP_COLLISIONS:
+                if attempt == SETUP_ATTEMPTS:
+                    raise
+
+
+async def set_up_saver(database: DatabaseUrl) -> None:
+    """Create or migrate the saver's tables, as `open_checkpointer` does (for a process that
+    sets the database up before the processes that use it start)."""
+    if database.is_sqlite:
+        connection = _sqlite_connection(database, SQLITE_BUSY_TIMEOUT_MS)
+        try:
+            SqliteSaver(connection).setup()
+        finally:
+            connection.close()
+        return
+    await _set_up_postgres_saver(database, {"prepare_threshold": 0, "row_factory": dict_row})
+
+
 @asynccontextmanager
 async def open_checkpointer(
     database: DatabaseUrl,
@@ -247,11 +290,7 @@ async def open_checkpointer(
                 await reader.call(saver.close)
         return
     options: dict[str, Any] = {"prepare_threshold": 0, "row_factory": dict_row}
-    # The saver's migrations create indexes concurrently: outside a transaction.
-    async with await AsyncConnection.connect(
-        database.libpq_dsn(), autocommit=True, **options
-    ) as setup_connection:
-        await AsyncPostgresSaver(setup_connection).setup()
+    await _set_up_postgres_saver(database, options)
     # Without autocommit each of the saver's calls is one transaction (the pool commits when
     # the saver gives the connection back), not one per statement.
     idle_check = IdleConnectionCheck()
