@@ -99,10 +99,15 @@ def sqlite_settings(tmp_path: Path) -> Settings:
     return make_settings(f"sqlite:///{tmp_path}/data/juru.db", workers=0)
 
 
+@pytest.fixture
+def key_file(tmp_path: Path) -> Path:
+    """Where a fresh SQLite database's local key is written, beside the database."""
+    return tmp_path / "data" / "local-api-key"
+
+
 async def test_a_fresh_sqlite_database_gets_a_local_key_once(
-    sqlite_settings: Settings, tmp_path: Path
+    sqlite_settings: Settings, key_file: Path
 ) -> None:
-    key_file = tmp_path / "data" / "local-api-key"
     app = create_app(sqlite_settings)
     async for client in start_client(app):
         secret = key_file.read_text().strip()
@@ -123,10 +128,9 @@ async def test_a_fresh_sqlite_database_gets_a_local_key_once(
 
 
 async def test_processes_starting_at_once_make_one_local_key(
-    sqlite_settings: Settings, tmp_path: Path
+    sqlite_settings: Settings, key_file: Path
 ) -> None:
     # `juru serve` and its forked workers open the fresh database at the same moment.
-    key_file = tmp_path / "data" / "local-api-key"
     app = create_app(sqlite_settings)
     async for _ in start_client(app):
         context = app.state.context
