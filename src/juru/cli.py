@@ -69,8 +69,7 @@ def serve(
     port: Annotated[int | None, typer.Option(help="Port (default $PORT, else 8000).")] = None,
 ) -> None:
     """Serve the HTTP API, with runs executed by worker processes beside it."""
-    import_for_a_server("juru.app", "juru.serving")
-    from juru.app import create_app
+    import_for_a_server("juru.serving")
     from juru.serving import (
         InstanceTakenError,
         WorkerProcesses,
@@ -108,6 +107,10 @@ def serve(
         upgrade_to_head(database)
     try:
         with owned_instance(database, name) as inherited_fd:
+            # The instance is this process's: only now is the whole stack worth importing.
+            import_for_a_server("juru.app")
+            from juru.app import create_app
+
             if settings.workers > 0:
                 # This instance owns its name: runs still leased under it have no live worker.
                 for run_id in take_back_instance_runs(database, name):
