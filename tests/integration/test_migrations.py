@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import create_engine, inspect, text
 
 from juru.store.checkpointer import open_checkpointer
 from juru.store.migrations import upgrade_to_head
@@ -92,5 +92,19 @@ async def test_processes_starting_at_once_set_the_checkpointer_up_once() -> None
                 *(stack.enter_async_context(open_checkpointer(url)) for _ in range(3))
             )
             assert len(savers) == 3
+        # Every index the migrations built is whole (a failed concurrent build leaves an
+        # invalid one that later starts would skip).
+        engine = create_engine(url.sync_url())
+        try:
+            with engine.connect() as connection:
+                invalid = connection.scalars(
+                    text("SELECT indexrelid::regclass::text FROM pg_index WHERE NOT indisvalid")
+                ).all()
+                indexes = connection.scalar(
+                    text("SELECT count(*) FROM pg_indexes WHERE tablename LIKE 'checkpoint%'")
+                )
+        finally:
+            engine.dispose()
+        assert invalid == [] and indexes
     finally:
         _admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

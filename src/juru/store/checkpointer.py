@@ -11,7 +11,6 @@ from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-import psycopg
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
@@ -226,33 +225,28 @@ class IdleConnectionCheck:
             await AsyncConnectionPool.check_connection(connection)
 
 
-# How often a process tries the PostgreSQL saver's set-up while others apply it at once, and
-# the errors of a migration that another process applied at the same moment.
-SETUP_ATTEMPTS = 20
-SETUP_COLLISIONS = (
-    psycopg.errors.UniqueViolation,
-    psycopg.errors.DuplicateObject,
-    psycopg.errors.DeadlockDetected,
-)
+# The PostgreSQL saver's set-up is one process's at a time. The lock is tried, not waited for:
+# a session waiting for it would be a transaction that the migrations' concurrent index builds
+# wait for in turn (a deadlock).
+SETUP_LOCK = "SELECT pg_try_advisory_lock(hashtext('juru:checkpointer-setup')) AS taken"
+SETUP_LOCK_RETRY_SECONDS = 0.05
 
 
 async def _set_up_postgres_saver(database: DatabaseUrl, options: dict[str, Any]) -> None:
-    """Apply LangGraph's migrations of the PostgreSQL saver, outside a transaction (they create
-    indexes concurrently). Processes that start at once (`juru serve` and its forked workers,
-    replicas) may apply the same migration together: the one that records it second fails,
-    and its next try starts after what the other recorded; two building one index at once can
-    deadlock, and the one PostgreSQL stops tries again. A lock cannot order them: an index
-    built concurrently waits for every transaction, the lock's waiters among them."""
+    """Apply LangGraph's migrations of the PostgreSQL saver, outside a transaction (they build
+    indexes concurrently), holding the set-up lock. Processes that start at once (replicas on
+    a new database) would otherwise apply the same migration together: one would fail on the
+    version the other recorded, or two index builds would deadlock and leave an invalid index
+    that the next start skips. Closing the connection releases the lock."""
     async with await AsyncConnection.connect(
         database.libpq_dsn(), autocommit=True, **options
     ) as connection:
-        for attempt in range(1, SETUP_ATTEMPTS + 1):
-            try:
-                await AsyncPostgresSaver(connection).setup()
-                return
-            except SETUP_COLLISIONS:
-                if attempt == SETUP_ATTEMPTS:
-                    raise
+        while True:
+            taken = await (await connection.execute(SETUP_LOCK)).fetchone()
+            if taken is not None and taken["taken"]:
+                break
+            await asyncio.sleep(SETUP_LOCK_RETRY_SECONDS)
+        await AsyncPostgresSaver(connection).setup()
 
 
 async def set_up_saver(database: DatabaseUrl) -> None:
