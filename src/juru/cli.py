@@ -4,6 +4,7 @@ terminal."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import importlib
 import logging
@@ -123,13 +124,7 @@ def serve(
             fds = () if inherited_fd is None else (inherited_fd,)
             supervised = WorkerProcesses(name, processes, fds)
             set_up_saver_now(database)
-            slots = settings.workers
-
-            def worker_main(stable_name: str, parent_fd: int) -> int:
-                _start_worker(settings, slots, stable_name, parent_fd)
-                return 0
-
-            supervised.fork(worker_main)
+            supervised.fork(functools.partial(_start_worker, settings, settings.workers))
             api_only = settings.model_copy(update={"workers": 0})
             app = create_app(api_only, on_started=settle_heap)
             config = server_config(app, settings, bind_host, bind_port)

@@ -227,8 +227,8 @@ class ForkedProcess:
 
 
 # What a forked worker runs: given its stable name and the read end of the parent's pipe, the
-# worker's whole life; returns its exit code.
-WorkerMain = Callable[[str, int], int]
+# worker's whole life (the child exits 0 when it returns, 1 when it raises).
+WorkerMain = Callable[[str, int], None]
 
 
 @dataclass
@@ -269,18 +269,17 @@ class WorkerProcesses:
     def fork(self, worker_main: WorkerMain) -> bool:
         """Start every worker now as a fork of this process, which must have no thread but its
         main one and no event loop yet (False, and nothing forked, otherwise: `running` then
-        starts them as programs). The child runs `worker_main` and exits with its code
-        without unwinding this process's stack: the objects on it (the PostgreSQL connection
-        that holds the instance's advisory lock) are never closed or used by the child, whose
-        copy of their descriptors keeps the instance owned until the last worker has exited,
-        as the inherited flock does on SQLite."""
+        starts them as programs). The child runs `worker_main` and exits without unwinding
+        this process's stack: the objects on it (the PostgreSQL connection that holds the
+        instance's advisory lock) are never closed or used by the child, whose copy of their
+        descriptors keeps the instance owned until the last worker has exited, as the
+        inherited flock does on SQLite."""
         if threading.active_count() > 1 or _has_running_loop():
             logger.warning("this process has threads already: worker processes are programs")
             return False
         self._open_parent_pipe()
         # What start-up built is shared with the children: no collection should copy it.
-        gc.collect()
-        gc.freeze()
+        settle_heap()
         # Output still buffered here would be written twice, by the parent and by the child.
         sys.stdout.flush()
         sys.stderr.flush()
@@ -290,7 +289,8 @@ class WorkerProcesses:
                 code = 1
                 try:
                     os.close(self._parent_write_fd)
-                    code = worker_main(self.stable_name(index), self._parent_read_fd)
+                    worker_main(self.stable_name(index), self._parent_read_fd)
+                    code = 0
                 except BaseException:
                     logger.exception("worker process %d failed", index)
                 finally:

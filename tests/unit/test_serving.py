@@ -117,7 +117,7 @@ def test_workers_are_never_forked_from_a_process_with_threads() -> None:
     thread.start()
     try:
         workers = WorkerProcesses("local", 2, ())
-        assert workers.fork(lambda name, parent_fd: 0) is False
+        assert workers.fork(lambda name, parent_fd: None) is False
         assert workers.forked_pids() == []
     finally:
         release.set()

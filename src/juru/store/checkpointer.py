@@ -230,16 +230,18 @@ class IdleConnectionCheck:
 # wait for in turn (a deadlock).
 SETUP_LOCK = "SELECT pg_try_advisory_lock(hashtext('juru:checkpointer-setup')) AS taken"
 SETUP_LOCK_RETRY_SECONDS = 0.05
+# Every connection of the PostgreSQL saver: no server-side prepared statements, rows as dicts.
+POSTGRES_OPTIONS: dict[str, Any] = {"prepare_threshold": 0, "row_factory": dict_row}
 
 
-async def _set_up_postgres_saver(database: DatabaseUrl, options: dict[str, Any]) -> None:
+async def _set_up_postgres_saver(database: DatabaseUrl) -> None:
     """Apply LangGraph's migrations of the PostgreSQL saver, outside a transaction (they build
     indexes concurrently), holding the set-up lock. Processes that start at once (replicas on
     a new database) would otherwise apply the same migration together: one would fail on the
     version the other recorded, or two index builds would deadlock and leave an invalid index
     that the next start skips. Closing the connection releases the lock."""
     async with await AsyncConnection.connect(
-        database.libpq_dsn(), autocommit=True, **options
+        database.libpq_dsn(), autocommit=True, **POSTGRES_OPTIONS
     ) as connection:
         while True:
             taken = await (await connection.execute(SETUP_LOCK)).fetchone()
@@ -259,7 +261,7 @@ async def set_up_saver(database: DatabaseUrl) -> None:
         finally:
             connection.close()
         return
-    await _set_up_postgres_saver(database, {"prepare_threshold": 0, "row_factory": dict_row})
+    await _set_up_postgres_saver(database)
 
 
 @asynccontextmanager
@@ -283,8 +285,7 @@ async def open_checkpointer(
             finally:
                 await reader.call(saver.close)
         return
-    options: dict[str, Any] = {"prepare_threshold": 0, "row_factory": dict_row}
-    await _set_up_postgres_saver(database, options)
+    await _set_up_postgres_saver(database)
     # Without autocommit each of the saver's calls is one transaction (the pool commits when
     # the saver gives the connection back), not one per statement.
     idle_check = IdleConnectionCheck()
@@ -296,7 +297,7 @@ async def open_checkpointer(
         # A connection that a database restart broke is replaced, not handed to LangGraph.
         check=idle_check.check,
         reset=idle_check.returned,
-        kwargs={"autocommit": False, **options},
+        kwargs={"autocommit": False, **POSTGRES_OPTIONS},
     )
     async with pool:
         yield PostgresSaver(pool)
