@@ -25,7 +25,7 @@ from juru.store.run_log import append_events, message_events, status_event, step
 from juru.store.run_state import RUN_STATE_COLUMNS
 from juru.store.run_tree import insert_children, pause_ancestors, roll_up
 from juru.store.runs import RunGuard, run_update, run_update_parameters
-from juru.store.transactions import Notice, notify, write
+from juru.store.transactions import Notice, notify, sent_together, write
 from juru.store.transcript import append_transcript
 from juru.store.usage import ChargeRequest, settle, take_charge
 
@@ -100,26 +100,33 @@ async def record_step(
         row = connection.execute(statement, parameters).first()
         if row is None:
             raise _LeaseLost
-        if notices_of is not None:
-            notify(connection, notices_of(dict(row._mapping)))
-        append_transcript(connection, step.thread_id, step.run_id, step.messages, step.now)
-        events = message_events(step.thread_id, step.run_id, step.messages, step.now)
-        events += [step_event(number, row.cost_rupiah) for number in step.new_steps]
-        roll_up(connection, step.ancestors, cost, step.now, events, step.run_id)
-        if step.status is not None:
-            events.append(status_event(row._mapping))
-        append_events(connection, step.run_id, events, step.now)
-        # A run's own write never ends it with a child still active: the write that starts
-        # children gives up the run's lease, and a run with an active child is not claimed.
-        if step.children:
-            insert_children(connection, step.run_id, step.children, step.now)
-        if step.status is not None and step.status.target == RunStatus.REQUIRES_ACTION:
-            pending = step.status.values.get("pending_tool_calls") or []
-            pause_ancestors(connection, step.ancestors, step.run_id, pending, step.now)
-        if step.prune_thread is not None:
-            keep_latest_checkpoints(connection, step.prune_thread)
-        # The account's row last: other writes of the account wait for it only to the commit.
-        settle(connection, charges)
+        paused = (
+            step.status if step.status and step.status.target == RunStatus.REQUIRES_ACTION else None
+        )
+        # What follows reads no result, unless the run starts children or pauses the runs
+        # above it: on PostgreSQL it goes out in one round trip instead of up to five.
+        with sent_together(connection, when=not step.children and not (paused and step.ancestors)):
+            if notices_of is not None:
+                notify(connection, notices_of(dict(row._mapping)))
+            append_transcript(connection, step.thread_id, step.run_id, step.messages, step.now)
+            events = message_events(step.thread_id, step.run_id, step.messages, step.now)
+            events += [step_event(number, row.cost_rupiah) for number in step.new_steps]
+            roll_up(connection, step.ancestors, cost, step.now, events, step.run_id)
+            if step.status is not None:
+                events.append(status_event(row._mapping))
+            append_events(connection, step.run_id, events, step.now)
+            # A run's own write never ends it with a child still active: the write that starts
+            # children gives up the run's lease, and a run with an active child is not claimed.
+            if step.children:
+                insert_children(connection, step.run_id, step.children, step.now)
+            if paused is not None:
+                pending = paused.values.get("pending_tool_calls") or []
+                pause_ancestors(connection, step.ancestors, step.run_id, pending, step.now)
+            if step.prune_thread is not None:
+                keep_latest_checkpoints(connection, step.prune_thread)
+            # The account's row last: other writes of the account wait for it only to the
+            # commit.
+            settle(connection, charges)
 
     try:
         await write(engine, work)

@@ -169,6 +169,9 @@ runs = Table(
     Index("ix_runs_finished_at", "finished_at"),
 )
 
+# A message's position and an event's id are computed by their INSERT (`max + 1` of the thread or
+# run): no RETURNING asks for them back (nothing reads them, and a step writes its rows in
+# PostgreSQL's pipeline mode, where no result is read: `store.transactions.sent_together`).
 thread_messages = Table(
     "thread_messages",
     metadata,
@@ -183,6 +186,7 @@ thread_messages = Table(
     Column("name", String(200), nullable=True),
     Column("created_at", UtcDateTime(), nullable=False),
     UniqueConstraint("thread_id", "message_id", name="uq_thread_messages_thread_message"),
+    implicit_returning=False,
 )
 
 # Each run's durable event log (`GET /v1/runs/:id/events`): ids 1, 2, 3, ... per run, written in
@@ -198,6 +202,7 @@ run_events = Table(
     Column("data", JSON, nullable=False),
     Column("created_at", UtcDateTime(), nullable=False),
     UniqueConstraint("run_id", "key", name="uq_run_events_run_key"),
+    implicit_returning=False,
 )
 
 usage_charges = Table(

@@ -14,7 +14,8 @@ threads (`store.database.ThreadedWriter`), on a connection of their pool.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TypeVar
 
 from sqlalchemy import Connection, text
@@ -61,6 +62,23 @@ def notify(connection: Connection, notices: Sequence[Notice]) -> None:
         channels = [channel for channel, _ in notices]
         payloads = [payload for _, payload in notices]
         connection.execute(_NOTIFY, {"channels": channels, "payloads": payloads})
+
+
+@contextmanager
+def sent_together(connection: Connection, when: bool = True) -> Iterator[None]:
+    """Inside a write: the statements of the block go to PostgreSQL in one round trip (psycopg's
+    pipeline mode, synced when the block ends), not one each. Only for statements whose
+    results nobody reads: in the block a statement's result has no rows and no row count.
+    An error of any of them is raised when the block ends, as the driver's own exception
+    (the transaction is then rolled back as for any error). On SQLite, or when `when` is
+    false, the block runs as it is."""
+    if not when or connection.dialect.name != "postgresql":
+        yield
+        return
+    driver = connection.connection.driver_connection
+    assert driver is not None, "a connection inside a transaction has its driver's"
+    with driver.pipeline():
+        yield
 
 
 async def wait_for_writes(engine: Database, timeout: float = 10.0) -> None:
