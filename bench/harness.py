@@ -162,20 +162,24 @@ STATS_SETTLE_LIMIT_SECONDS = 15.0
 
 
 def settled_pg_stats(database: str, settle: bool = True) -> dict[str, int] | None:
-    """`xact_commit` and `sessions` of `database` (pg_stat_database) once they stopped moving:
-    two readings STATS_SETTLE_SECONDS apart agree (each backend flushes its counts when idle, at
-    most once a second, so a reading right after the work would leave its tail to the next
-    window). Under a steady load (`settle=False`) a plain reading is as good at either end."""
+    """`xact_commit`, `xact_rollback` and `sessions` of `database` (pg_stat_database) once they
+    stopped moving: two readings STATS_SETTLE_SECONDS apart agree (each backend flushes its
+    counts when idle, at most once a second, so a reading right after the work would leave its
+    tail to the next window). Under a steady load (`settle=False`) a plain reading is as good
+    at either end."""
     import psycopg
 
     def read() -> dict[str, int] | None:
         with psycopg.connect(f"{POSTGRES_URL}/postgres", autocommit=True) as connection:
             connection.execute("SELECT pg_stat_clear_snapshot()")
             row = connection.execute(
-                "SELECT xact_commit, sessions FROM pg_stat_database WHERE datname = %s",
+                "SELECT xact_commit, xact_rollback, sessions FROM pg_stat_database"
+                " WHERE datname = %s",
                 (database,),
             ).fetchone()
-        return {"commits": int(row[0]), "sessions": int(row[1])} if row else None
+        if row is None:
+            return None
+        return {"commits": int(row[0]), "rollbacks": int(row[1]), "sessions": int(row[2])}
 
     deadline = time.monotonic() + STATS_SETTLE_LIMIT_SECONDS
     stats = read()
@@ -218,6 +222,11 @@ class Database:
     def commits(self) -> int | None:
         stats = self.pg_stats()
         return None if stats is None else stats["commits"]
+
+    def rollbacks(self) -> int | None:
+        """Transactions rolled back (a read that ran in a transaction of its own ends so)."""
+        stats = self.pg_stats()
+        return None if stats is None else stats["rollbacks"]
 
     def drop(self) -> None:
         if self._pg_name:

@@ -57,7 +57,7 @@ def _ratio_limit(db: str) -> float:
 def overhead_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Row]]:
     parts = list(results[0]["cpu_ms_per_step_by_part"]) if results else []
     header = ["db", "runs", "e2e / model time (median)", "max", "server CPU ms/step"]
-    header += ["DB commits/step"]
+    header += ["DB commits/step", "DB rollbacks/step"]
     header += [f"{part} ms" for part in parts]
     rows = []
     for result in results:
@@ -71,6 +71,7 @@ def overhead_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Ro
                 f"{result['ratio_max']:.3f}",
                 _f(result["server_cpu_ms_per_step"]),
                 _f(result.get("db_commits_per_step")),
+                _f(result.get("db_rollbacks_per_step")),
                 *(_f(split.get(part)) for part in parts),
             ]
         )

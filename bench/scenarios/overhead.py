@@ -28,6 +28,7 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
             threads = [await api.create_thread(agent) for _ in range(runs + 1)]
             await api.drive(await api.start_run(threads.pop()))  # warm-up: imports, pools
             commits_before = bench.database.commits()
+            rollbacks_before = bench.database.rollbacks()
             census_before = bench.server.sql_census()
             model_before = bench.model.stats()["requests"]
             cpu_before = bench.server.cpu_seconds()
@@ -48,6 +49,7 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
             model_steps = bench.model.stats()["requests"] - model_before
             samples = profiler.stop()
             commits_after = bench.database.commits()
+            rollbacks_after = bench.database.rollbacks()
             census_after = bench.server.sql_census()
         finally:
             await api.aclose()
@@ -55,6 +57,9 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
     commits = None
     if commits_before is not None and commits_after is not None:
         commits = (commits_after - commits_before) / model_steps
+    rollbacks = None
+    if rollbacks_before is not None and rollbacks_after is not None:
+        rollbacks = (rollbacks_after - rollbacks_before) / model_steps
     sql: dict[str, float] | None = None
     if census_before is not None and census_after is not None:
         sql = {
@@ -79,6 +84,7 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
         "server_cpu_ms_per_step": cpu_ms_per_step,
         "cpu_ms_per_step_by_part": split,
         "db_commits_per_step": commits,
+        "db_rollbacks_per_step": rollbacks,
         # JURU_BENCH_SQL=1: statements on Juru's engine per model step, by verb and table.
         "sql_per_step": sql,
         "profile_samples": sum(samples.values()) if samples else 0,

@@ -191,9 +191,11 @@ def open_database(database: DatabaseUrl, busy_timeout_ms: int = SQLITE_BUSY_TIME
     # PostgreSQL's side), handed out last in, first out: the connections a burst opened sit
     # idle at the bottom of the pool instead of taking turns, so the ones in use stay fresh
     # and need no ping (a transaction). No server-side prepared statements: psycopg drops them
-    # all at every ROLLBACK (which ends each read), and then sends a `DEALLOCATE ALL` of its
-    # own: a round trip and a transaction more, for statements that rarely lived long enough
-    # to be prepared.
+    # all at every ROLLBACK, and then sends a `DEALLOCATE ALL` of its own: a round trip and a
+    # transaction more, for statements that rarely lived long enough to be prepared. Reads are
+    # autocommitted: a query is its own transaction, one round trip instead of three (BEGIN,
+    # the query, ROLLBACK); at READ COMMITTED each statement of a transaction took a snapshot
+    # of its own anyway, so a read of several queries sees what it saw before.
     writer_engine, reader_engine = (
         create_engine(
             database.sync_url(),
@@ -201,8 +203,12 @@ def open_database(database: DatabaseUrl, busy_timeout_ms: int = SQLITE_BUSY_TIME
             pool_size=threads,
             max_overflow=0,
             connect_args={"prepare_threshold": None},
+            isolation_level=isolation,
         )
-        for threads in (POSTGRES_WRITERS, POSTGRES_READERS)
+        for threads, isolation in (
+            (POSTGRES_WRITERS, "READ COMMITTED"),
+            (POSTGRES_READERS, "AUTOCOMMIT"),
+        )
     )
     for sync_engine in (writer_engine, reader_engine):
         ping_after_idle(sync_engine)
