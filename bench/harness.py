@@ -223,11 +223,6 @@ class Database:
         stats = self.pg_stats()
         return None if stats is None else stats["commits"]
 
-    def rollbacks(self) -> int | None:
-        """Transactions rolled back (a read that ran in a transaction of its own ends so)."""
-        stats = self.pg_stats()
-        return None if stats is None else stats["rollbacks"]
-
     def drop(self) -> None:
         if self._pg_name:
             import psycopg

@@ -27,8 +27,7 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
             agent = await api.create_agent()
             threads = [await api.create_thread(agent) for _ in range(runs + 1)]
             await api.drive(await api.start_run(threads.pop()))  # warm-up: imports, pools
-            commits_before = bench.database.commits()
-            rollbacks_before = bench.database.rollbacks()
+            pg_before = bench.database.pg_stats()
             census_before = bench.server.sql_census()
             model_before = bench.model.stats()["requests"]
             cpu_before = bench.server.cpu_seconds()
@@ -48,18 +47,16 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
             cpu = bench.server.cpu_seconds() - cpu_before
             model_steps = bench.model.stats()["requests"] - model_before
             samples = profiler.stop()
-            commits_after = bench.database.commits()
-            rollbacks_after = bench.database.rollbacks()
+            pg_after = bench.database.pg_stats()
             census_after = bench.server.sql_census()
         finally:
             await api.aclose()
     cpu_ms_per_step = 1000 * cpu / model_steps
-    commits = None
-    if commits_before is not None and commits_after is not None:
-        commits = (commits_after - commits_before) / model_steps
-    rollbacks = None
-    if rollbacks_before is not None and rollbacks_after is not None:
-        rollbacks = (rollbacks_after - rollbacks_before) / model_steps
+    commits: float | None = None
+    rollbacks: float | None = None
+    if pg_before is not None and pg_after is not None:
+        commits = (pg_after["commits"] - pg_before["commits"]) / model_steps
+        rollbacks = (pg_after["rollbacks"] - pg_before["rollbacks"]) / model_steps
     sql: dict[str, float] | None = None
     if census_before is not None and census_after is not None:
         sql = {
