@@ -19,6 +19,7 @@ from juru.app import create_app
 from juru.core.clock import ManualClock
 from juru.settings import Settings
 from juru.store.checkpointer import open_checkpointer
+from juru.store.database import Database, open_database
 from juru.store.migrations import upgrade_to_head
 from juru.store.urls import DatabaseUrl
 from tests.support.fake_openai import FakeOpenAIServer
@@ -125,6 +126,15 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Any) -> str:
         return f"sqlite:///{tmp_path}/juru.db"
     fresh: str = request.getfixturevalue("fresh_postgres_url")
     return fresh
+
+
+@pytest.fixture
+async def store_database(database_url: str) -> AsyncIterator[Database]:
+    """The store's handle on `database_url` (its reader and writer threads), for tests of the
+    store itself."""
+    database = open_database(DatabaseUrl.parse(database_url))
+    yield database
+    await database.dispose()
 
 
 def make_settings(database_url: str, **overrides: Any) -> Settings:

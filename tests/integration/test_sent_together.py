@@ -4,7 +4,6 @@ the block belongs to its write's transaction, committed or rolled back whole."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import pytest
@@ -12,19 +11,11 @@ from psycopg.errors import UniqueViolation
 from sqlalchemy import Connection, select
 from sqlalchemy.exc import IntegrityError
 
-from juru.store.database import Database, open_database
+from juru.store.database import Database
 from juru.store.tables import playground_threads
 from juru.store.transactions import sent_together, write
-from juru.store.urls import DatabaseUrl
 
 NOW = datetime(2026, 12, 3, tzinfo=UTC)
-
-
-@pytest.fixture
-async def engine(database_url: str) -> AsyncIterator[Database]:
-    database = open_database(DatabaseUrl.parse(database_url))
-    yield database
-    await database.dispose()
 
 
 def _insert(connection: Connection, thread_id: str) -> None:
@@ -34,23 +25,23 @@ def _insert(connection: Connection, thread_id: str) -> None:
     )
 
 
-async def _stored(engine: Database) -> list[str]:
-    rows = await engine.rows(select(playground_threads.c.thread_id).order_by("thread_id"))
+async def _stored(database: Database) -> list[str]:
+    rows = await database.rows(select(playground_threads.c.thread_id).order_by("thread_id"))
     return [row["thread_id"] for row in rows]
 
 
-async def test_the_block_commits_with_its_write(engine: Database) -> None:
+async def test_the_block_commits_with_its_write(store_database: Database) -> None:
     def work(connection: Connection) -> None:
         _insert(connection, "before")
         with sent_together(connection):
             _insert(connection, "in-1")
             _insert(connection, "in-2")
 
-    await write(engine, work)
-    assert await _stored(engine) == ["before", "in-1", "in-2"]
+    await write(store_database, work)
+    assert await _stored(store_database) == ["before", "in-1", "in-2"]
 
 
-async def test_an_error_in_the_block_rolls_the_whole_write_back(engine: Database) -> None:
+async def test_an_error_in_the_block_rolls_the_whole_write_back(store_database: Database) -> None:
     reached: list[str] = []
 
     def work(connection: Connection) -> None:
@@ -61,15 +52,15 @@ async def test_an_error_in_the_block_rolls_the_whole_write_back(engine: Database
             reached.append("after the failing statement")
 
     with pytest.raises((IntegrityError, UniqueViolation)):
-        await write(engine, work)
-    assert await _stored(engine) == []
+        await write(store_database, work)
+    assert await _stored(store_database) == []
     # On PostgreSQL the statements were only queued: the failure comes when the block ends.
-    pipelined = engine.dialect_name == "postgresql"
+    pipelined = store_database.dialect_name == "postgresql"
     assert reached == (["after the failing statement"] if pipelined else [])
 
 
 async def test_the_block_runs_statement_by_statement_when_told_not_to_pipeline(
-    engine: Database,
+    store_database: Database,
 ) -> None:
     reached: list[str] = []
 
@@ -80,5 +71,5 @@ async def test_the_block_runs_statement_by_statement_when_told_not_to_pipeline(
             reached.append("after the failing statement")
 
     with pytest.raises(IntegrityError):
-        await write(engine, work)
+        await write(store_database, work)
     assert reached == []
