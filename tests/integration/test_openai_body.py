@@ -120,3 +120,40 @@ async def test_provider_errors_keep_the_sdks_types(
 
     with pytest.raises(openai.RateLimitError, match="slow down"):
         await juru_model.ainvoke("hello")
+
+
+async def _replies(server: FakeOpenAIServer, model: Any) -> list[AIMessage]:
+    server.reset()
+    call = {"id": "call_1", "name": "lookup", "arguments": {"word": "juru"}}
+    server.script([{"content": "expert"}, {"tool_calls": [call]}])
+    bound = model.bind_tools([LOOKUP_TOOL], tool_choice="auto")
+    return [await bound.ainvoke(CONVERSATION) for _ in range(2)]
+
+
+async def test_a_whole_reply_reads_as_the_sdks_would(
+    fake_openai: FakeOpenAIServer, http_client: openai.DefaultAsyncHttpxClient
+) -> None:
+    """The reply's JSON goes to LangChain as it came, not through the SDK's response model:
+    the message LangChain makes of it is the same, but for what the model adds that the
+    provider did not send (an empty `refusal`, usage details of None)."""
+    juru_model = with_plain_bodies(_sdk_chat_model(fake_openai, http_client))
+
+    replies = await _replies(fake_openai, juru_model)
+    expected = await _replies(fake_openai, _sdk_chat_model(fake_openai, http_client))
+
+    assert replies[0].content == "expert"
+    assert replies[1].tool_calls[0]["name"] == "lookup"
+    for reply, sdk_reply in zip(replies, expected, strict=True):
+        assert reply.usage_metadata is not None
+        assert sdk_reply.additional_kwargs.pop("refusal") is None
+        usage = reply.response_metadata.pop("token_usage")
+        assert usage == _without_nones(sdk_reply.response_metadata.pop("token_usage"))
+        for message in (reply, sdk_reply):  # each completion has an id of its own
+            assert message.response_metadata.pop("id").startswith("chatcmpl-")
+        assert reply.model_dump(exclude={"id"}) == sdk_reply.model_dump(exclude={"id"})
+
+
+def _without_nones(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _without_nones(item) for key, item in value.items() if item is not None}
+    return value
