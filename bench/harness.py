@@ -388,4 +388,10 @@ def machine() -> dict[str, Any]:
         "ram_gib": round(mem_kb / 1024 / 1024, 1),
         "python": sys.version.split()[0],
         "load_average": os.getloadavg(),
+        # Settings the servers took from the bench's environment rather than their defaults.
+        "juru_settings": {
+            name: value
+            for name, value in sorted(os.environ.items())
+            if name.startswith("JURU_") and not name.startswith("JURU_BENCH_")
+        },
     }

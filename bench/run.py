@@ -97,6 +97,7 @@ def render(saved: dict[str, Any]) -> str:
         f"- machine: {info['nproc']} CPUs ({info['cpu']}), {info['ram_gib']} GiB RAM, "
         f"Python {info['python']}; load average at start {_load(info)}",
         f"- command: `{saved['command']}`{' (quick mode)' if saved['quick'] else ''}",
+        f"- server settings: {_settings(info)}",
         "",
         "#### Targets",
         "",
@@ -112,6 +113,13 @@ def render(saved: dict[str, Any]) -> str:
         END,
     ]
     return "\n".join(block)
+
+
+def _settings(info: dict[str, Any]) -> str:
+    chosen = info.get("juru_settings") or {}
+    if not chosen:
+        return "Juru's defaults"
+    return "Juru's defaults but " + ", ".join(f"`{name}={value}`" for name, value in chosen.items())
 
 
 def _load(info: dict[str, Any]) -> str:

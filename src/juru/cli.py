@@ -8,6 +8,7 @@ import functools
 import gc
 import importlib
 import logging
+import os
 import signal
 from collections.abc import Awaitable, Callable
 from decimal import Decimal
@@ -164,11 +165,15 @@ def _start_worker(
     settings: Settings, slots: int, stable_name: str | None, parent_fd: int | None
 ) -> None:
     """A worker's life, in a `juru worker` program or in a fork of `juru serve`."""
+    from juru.serving import lower_worker_priority, run_event_loop
+
+    if parent_fd is not None:  # started by `juru serve`, beside its API process
+        lower_worker_priority(settings)
     console.print(
         f"Juru worker {stable_name or ''}· {slots} slots"
         f" · database {DatabaseUrl.parse(settings.database_url).dialect}"
+        f" · nice {os.nice(0)}"
     )
-    from juru.serving import run_event_loop
 
     run_event_loop(_work(settings, slots, stable_name, parent_fd), settings)
 

@@ -75,8 +75,18 @@ class InstanceTakenError(RuntimeError):
 
 
 def default_worker_processes() -> int:
-    """One worker process per CPU but one, which the API process and the database share."""
-    return max(1, (os.cpu_count() or 2) - 1)
+    """One worker process per CPU: at a lower priority than the API process
+    (`lower_worker_priority`), they use every core without delaying its answers."""
+    return os.cpu_count() or 1
+
+
+def lower_worker_priority(settings: Settings) -> None:
+    """A worker process of `juru serve` yields the CPU to the API process (and to a database
+    on the same machine): its nice value goes up by `JURU_WORKER_NICE`. Called before the
+    process starts a thread, since Linux keeps a nice value per thread and new threads copy
+    their creator's."""
+    if settings.worker_nice > 0:
+        os.nice(settings.worker_nice)
 
 
 # Allocations between two collections of the youngest generation (Python's default is 700).

@@ -55,7 +55,15 @@ class Settings(BaseSettings):
         ge=0,
         le=1024,
         description="Worker processes `juru serve` starts beside its API process: default one "
-        "per CPU but one (at least 1); 0 = run the workers inside the API process.",
+        "per CPU; 0 = run the workers inside the API process.",
+    )
+    worker_nice: int = Field(
+        default=10,
+        ge=0,
+        le=19,
+        description="How far below the API process's CPU priority `juru serve` runs its worker "
+        "processes (a nice increment): with every core busy executing runs, the API still "
+        "answers first. 0 = the same priority.",
     )
     instance_name: str | None = Field(
         default=None,

@@ -67,6 +67,16 @@ def runs_on_uvloop(pid: int) -> bool:
     return "/uvloop/" in Path(f"/proc/{pid}/maps").read_text()
 
 
+def nice_values(pid: int) -> list[int]:
+    """The nice value of each of the process's threads (Linux keeps one per thread; field 19
+    of its `stat`)."""
+    values = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        stat = (task / "stat").read_text()
+        values.append(int(stat.rsplit(")", 1)[1].split()[16]))
+    return values
+
+
 def instance_of(database_url: str) -> str:
     return "local" if database_url.startswith("sqlite") else socket.gethostname()
 
@@ -104,6 +114,11 @@ def test_runs_execute_in_a_worker_process_that_is_restarted_when_it_dies(
         assert command_line(pid) == command_line(server.process.pid)
         # Both run on uvloop, JURU_EVENT_LOOP's default.
         assert runs_on_uvloop(server.process.pid) and runs_on_uvloop(pid)
+        # The worker, every thread of it, yields the CPU to the API (JURU_WORKER_NICE=10).
+        [api_nice] = set(nice_values(server.process.pid))
+        worker_nice = min(api_nice + 10, 19)
+        assert len(nice_values(pid)) > 1  # its threads (SQL, the saver) are there by now
+        assert set(nice_values(pid)) == {worker_nice}
 
         # Its one run slot is busy with a model call; the API still answers.
         second = api.create_run(second_thread["id"], "Dua")
@@ -121,6 +136,7 @@ def test_runs_execute_in_a_worker_process_that_is_restarted_when_it_dies(
         # The server has threads by now: the worker started again is a program of its own.
         [restarted] = children_of(server.process.pid)
         assert command_line(restarted)[-5:-2] == ["worker", "--stable-name", f"{instance}/w0"]
+        assert set(nice_values(restarted)) == {worker_nice}
     assert server.process.returncode == 0, server.output()
 
 

@@ -33,9 +33,20 @@ SQLITE = "sqlite:///juru.db"
 POSTGRES = "postgresql://postgres@127.0.0.1:5432/juru"
 
 
-def test_the_default_is_one_worker_process_per_cpu_but_one_and_at_least_one() -> None:
-    assert default_worker_processes() == max(1, (os.cpu_count() or 2) - 1)
-    assert worker_process_count(make_settings(SQLITE)) == default_worker_processes()
+@pytest.mark.parametrize(("cpus", "expected"), [(2, 2), (8, 8), (None, 1)])
+def test_the_default_is_one_worker_process_per_cpu(
+    monkeypatch: pytest.MonkeyPatch, cpus: int | None, expected: int
+) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: cpus)
+    assert default_worker_processes() == expected
+    assert worker_process_count(make_settings(SQLITE)) == expected
+
+
+def test_worker_processes_yield_the_cpu_to_the_api_by_default() -> None:
+    assert make_settings(SQLITE).worker_nice == 10
+    assert make_settings(SQLITE, worker_nice=0).worker_nice == 0
+    with pytest.raises(ValueError, match="worker_nice"):
+        make_settings(SQLITE, worker_nice=20)
 
 
 @pytest.mark.parametrize(
