@@ -47,10 +47,15 @@ def attempts(database_url: str, run_id: str) -> int:
     return int(count or 0)
 
 
+def stat_fields(stat: Path) -> list[str]:
+    """The fields of a /proc `stat` file after the parenthesised command name, which may hold
+    spaces: index 0 is field 3 (the state)."""
+    return stat.read_text().rsplit(")", 1)[1].split()
+
+
 def parent_of(pid: int) -> int:
-    """The parent process id, from /proc (the field after the parenthesised command name)."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return int(stat.rsplit(")", 1)[1].split()[1])
+    """The parent process id (field 4)."""
+    return int(stat_fields(Path(f"/proc/{pid}/stat"))[1])
 
 
 def command_line(pid: int) -> list[str]:
@@ -68,13 +73,9 @@ def runs_on_uvloop(pid: int) -> bool:
 
 
 def nice_values(pid: int) -> list[int]:
-    """The nice value of each of the process's threads (Linux keeps one per thread; field 19
-    of its `stat`)."""
-    values = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        stat = (task / "stat").read_text()
-        values.append(int(stat.rsplit(")", 1)[1].split()[16]))
-    return values
+    """The nice value of each of the process's threads (Linux keeps one per thread; field
+    19)."""
+    return [int(stat_fields(task / "stat")[16]) for task in Path(f"/proc/{pid}/task").iterdir()]
 
 
 def instance_of(database_url: str) -> str:
