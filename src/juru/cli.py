@@ -152,17 +152,25 @@ def worker(
         ),
     ] = None,
     parent_fd: Annotated[int | None, typer.Option(hidden=True)] = None,
+    reaper: Annotated[
+        bool,
+        typer.Option(
+            help="Also expire runs left waiting, fail runs past their wall clock and give back "
+            "stale balance holds (one process per machine is enough: `juru serve` has its "
+            "first worker do it)."
+        ),
+    ] = True,
 ) -> None:
     """Execute hosted runs without serving HTTP (`juru serve` starts these itself)."""
     import_for_a_server("juru.context", "juru.serving")
     settings = Settings()
     configure_logging()
     slots = concurrency or settings.workers or DEFAULT_SLOTS
-    _start_worker(settings, slots, stable_name, parent_fd)
+    _start_worker(settings, slots, stable_name, parent_fd, reaper)
 
 
 def _start_worker(
-    settings: Settings, slots: int, stable_name: str | None, parent_fd: int | None
+    settings: Settings, slots: int, stable_name: str | None, parent_fd: int | None, reaper: bool
 ) -> None:
     """A worker's life, in a `juru worker` program or in a fork of `juru serve`."""
     from juru.serving import lower_worker_priority, run_event_loop
@@ -172,14 +180,14 @@ def _start_worker(
     console.print(
         f"Juru worker {stable_name or ''}· {slots} slots"
         f" · database {DatabaseUrl.parse(settings.database_url).dialect}"
-        f" · nice {os.nice(0)}"
+        f" · nice {os.nice(0)}{' · reaper' if reaper else ''}"
     )
 
-    run_event_loop(_work(settings, slots, stable_name, parent_fd), settings)
+    run_event_loop(_work(settings, slots, stable_name, parent_fd, reaper), settings)
 
 
 async def _work(
-    settings: Settings, slots: int, stable_name: str | None, parent_fd: int | None
+    settings: Settings, slots: int, stable_name: str | None, parent_fd: int | None, reaper: bool
 ) -> None:
     from juru.context import open_context, running_workers
     from juru.serving import settle_heap, wait_for_parent_exit
@@ -188,7 +196,10 @@ async def _work(
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    async with open_context(settings) as context, running_workers(context, slots, stable_name):
+    async with (
+        open_context(settings) as context,
+        running_workers(context, slots, stable_name, reaper=reaper),
+    ):
         settle_heap()
         if parent_fd is None:
             await stop.wait()

@@ -228,9 +228,9 @@ async def open_context(
 
 @contextlib.asynccontextmanager
 async def running_workers(
-    context: AppContext, concurrency: int, stable_name: str | None = None
+    context: AppContext, concurrency: int, stable_name: str | None = None, *, reaper: bool = True
 ) -> AsyncIterator[Worker | None]:
-    """Run a worker (and the reaper) in the background while the block runs.
+    """Run a worker (and, with `reaper`, the reaper) in the background while the block runs.
 
     With a `stable_name` (the same in every incarnation of this worker, and used by no other
     live process), the runs its previous process left are taken back at once.
@@ -241,10 +241,10 @@ async def running_workers(
     if stable_name is not None:
         await take_back_runs(context.machine, f"{stable_name}/")
     worker = Worker(context.run_context(), concurrency, worker_name(stable_name))
-    tasks = [
-        asyncio.create_task(worker.run_forever(), name="juru-worker"),
-        asyncio.create_task(Reaper(context.run_context()).run_forever(), name="juru-reaper"),
-    ]
+    tasks = [asyncio.create_task(worker.run_forever(), name="juru-worker")]
+    if reaper:
+        reaping = Reaper(context.run_context()).run_forever()
+        tasks.append(asyncio.create_task(reaping, name="juru-reaper"))
     try:
         yield worker
     finally:

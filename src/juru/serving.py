@@ -236,9 +236,10 @@ class ForkedProcess:
         return exit_code
 
 
-# What a forked worker runs: given its stable name and the read end of the parent's pipe, the
-# worker's whole life (the child exits 0 when it returns, 1 when it raises).
-WorkerMain = Callable[[str, int], None]
+# What a forked worker runs: given its stable name, the read end of the parent's pipe and
+# whether it runs the reaper, the worker's whole life (the child exits 0 when it returns, 1
+# when it raises).
+WorkerMain = Callable[[str, int, bool], None]
 
 
 @dataclass
@@ -257,6 +258,12 @@ class WorkerProcesses:
     def stable_name(self, index: int) -> str:
         return f"{self.instance}/w{index}"
 
+    @staticmethod
+    def reaps(index: int) -> bool:
+        """Whether worker `index` runs the reaper: the first does, for the whole instance (its
+        sweeps are the same in every process, and each costs queries)."""
+        return index == 0
+
     def command(self, index: int) -> list[str]:
         return [
             *program(),
@@ -265,6 +272,7 @@ class WorkerProcesses:
             self.stable_name(index),
             "--parent-fd",
             str(self._parent_read_fd),
+            "--reaper" if self.reaps(index) else "--no-reaper",
         ]
 
     def forked_pids(self) -> list[int]:
@@ -299,7 +307,7 @@ class WorkerProcesses:
                 code = 1
                 try:
                     os.close(self._parent_write_fd)
-                    worker_main(self.stable_name(index), self._parent_read_fd)
+                    worker_main(self.stable_name(index), self._parent_read_fd, self.reaps(index))
                     code = 0
                 except BaseException:
                     logger.exception("worker process %d failed", index)

@@ -136,7 +136,9 @@ def test_runs_execute_in_a_worker_process_that_is_restarted_when_it_dies(
         assert "starting it again" in server.output()
         # The server has threads by now: the worker started again is a program of its own.
         [restarted] = children_of(server.process.pid)
-        assert command_line(restarted)[-5:-2] == ["worker", "--stable-name", f"{instance}/w0"]
+        arguments = command_line(restarted)
+        assert arguments[-6:-3] == ["worker", "--stable-name", f"{instance}/w0"]
+        assert arguments[-1] == "--reaper"  # the first worker reaps for the instance
         assert set(nice_values(restarted)) == {worker_nice}
     assert server.process.returncode == 0, server.output()
 

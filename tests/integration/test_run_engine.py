@@ -383,6 +383,26 @@ class TestRaces:
         assert record is not None and record.attempts == 2
         assert await machine.succeed(claimed, "worker-that-dies", "late", 1) is None
 
+    async def test_tool_outputs_wake_the_worker_that_paused_the_run_alone(
+        self, hosted: HostedHarness
+    ) -> None:
+        run = await hosted.new_run()
+        worker = hosted.worker("pausing-worker")
+        await worker.fill_slots()
+        await worker.drain()
+        paused = await hosted.get_run(run["id"])
+        assert paused["status"] == "requires_action"
+        record = await run_store.get_run(hosted.context.engine, run["id"])
+        assert record is not None and record.last_worker == "pausing-worker"
+        asked: list[str] = []
+        events = hosted.context.machine.events
+        with (
+            events.serve_work("pausing-worker", lambda: asked.append("pausing-worker") is None),
+            events.serve_work("idle-worker", lambda: asked.append("idle-worker") is None),
+        ):
+            assert (await hosted.answer(paused)).status_code == 200
+        assert asked == ["pausing-worker"]
+
 
 class TestCancel:
     async def test_cancel_while_queued(self, hosted: HostedHarness) -> None:

@@ -25,6 +25,7 @@ from juru.engine.events import (
     PostgresRunEvents,
     RunEvents,
     changed_to,
+    work_for,
 )
 from juru.engine.socket_events import SocketRunEvents, events_directory
 from juru.store.database import open_database
@@ -108,7 +109,40 @@ async def test_work_announced_before_the_wait_is_not_lost(pair: Pair) -> None:
 
 async def test_waiting_for_work_returns_after_its_timeout(pair: Pair) -> None:
     _, worker = pair
-    await asyncio.wait_for(worker.wait_for_work(0.01), WAKE_SECONDS)
+    await worker.wait_for_work(0)  # a listener that just started wakes its worker once
+    assert not await asyncio.wait_for(worker.wait_for_work(0.01), WAKE_SECONDS)
+
+
+async def work_heard_after(backend: tuple[str, str], pair: Pair, payload: str) -> bool:
+    """Whether the worker's process heard of work once `payload` reached it (a marker sent
+    after it in the same commit arrives after it)."""
+    api, worker = pair
+    await worker.wait_for_work(0)  # forget any earlier announcement
+    async with worker.watch("run_marker") as marker:
+        await commit_with(backend, api, payload, "run_marker")
+        await asyncio.wait_for(marker.wait(), WAKE_SECONDS)
+    return await worker.wait_for_work(0)
+
+
+async def test_work_for_a_worker_wakes_its_process_only(
+    pair: Pair, backend: tuple[str, str]
+) -> None:
+    _, worker = pair
+    assert await work_heard_after(backend, pair, work_for(None))  # any worker: every one
+    assert not await work_heard_after(backend, pair, work_for("elsewhere/1"))
+    with worker.serve_work("here/1", lambda: True):
+        assert await work_heard_after(backend, pair, work_for("here/1"))
+    assert not await work_heard_after(backend, pair, work_for("here/1"))  # it stopped
+
+
+async def test_work_for_a_full_worker_is_announced_to_every_worker(
+    pair: Pair, backend: tuple[str, str]
+) -> None:
+    api, worker = pair
+    await api.wait_for_work(0)
+    with worker.serve_work("full/1", lambda: False):
+        await commit_with(backend, api, work_for("full/1"))
+        assert await asyncio.wait_for(api.wait_for_work(60), WAKE_SECONDS)
 
 
 async def test_a_closed_watch_is_not_woken(pair: Pair) -> None:

@@ -61,6 +61,16 @@ def test_worker_processes_follow_the_settings(overrides: dict[str, int], expecte
     assert worker_process_count(make_settings(SQLITE, **overrides)) == expected
 
 
+def test_the_first_worker_process_alone_runs_the_reaper() -> None:
+    workers = WorkerProcesses("local", 3, ())
+    assert [workers.reaps(index) for index in range(3)] == [True, False, False]
+    assert [workers.command(index)[-1] for index in range(3)] == [
+        "--reaper",
+        "--no-reaper",
+        "--no-reaper",
+    ]
+
+
 def test_a_run_slot_default_fits_runs_that_mostly_wait() -> None:
     assert make_settings(SQLITE).workers == 256
 
@@ -128,7 +138,7 @@ def test_workers_are_never_forked_from_a_process_with_threads() -> None:
     thread.start()
     try:
         workers = WorkerProcesses("local", 2, ())
-        assert workers.fork(lambda name, parent_fd: None) is False
+        assert workers.fork(lambda name, parent_fd, reaper: None) is False
         assert workers.forked_pids() == []
     finally:
         release.set()

@@ -8,7 +8,10 @@ A payload is a run id (its status or lease changed, and its log may have grown),
 `+<run id>` (its log grew, nothing else changed), `~<run id> <json>` (an ephemeral text delta,
 for streams only), `=<run id>` (only its lease changed: no event for its followers), `?<run
 id>` (a stream follows the run: its model calls should stream their text), HELLO (a process
-just started: tell it which runs you follow) or WORK.
+just started: tell it which runs you follow), WORK (a run needs a worker: every idle one
+looks) or `*work <worker>` (a run needs a worker, and the named one should take it: it ran the
+run last; the others do not look, and the named one, when it has no room, passes the work on
+to all).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import logging
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -47,6 +50,11 @@ MAX_PENDING_DELTAS = 1000
 # The largest run state a notice carries: every transport takes it (NOTIFY under 8,000 bytes,
 # the datagram sockets' 4,096-byte reads). A larger state is not carried; its watchers read it.
 MAX_STATE_BYTES = 3800
+
+
+def work_for(worker: str | None) -> str:
+    """The payload saying that a run needs a worker, `worker` first (any, without one)."""
+    return WORK if worker is None else f"{WORK} {worker}"
 
 
 def log_grew(run_id: str) -> str:
@@ -137,6 +145,12 @@ class RunEvents(Protocol):
     async def announce_work(self) -> None:
         """A run needs a worker."""
 
+    def serve_work(
+        self, worker: str, has_room: Callable[[], bool]
+    ) -> contextlib.AbstractContextManager[None]:
+        """While open, the work addressed to `worker` (`work_for`) wakes this process's worker
+        when `has_room()`; without room, it is announced to every worker instead."""
+
     def notices(self, *payloads: str) -> list[tuple[str, str]]:
         """What a write should send in its own transaction for the other processes to hear of
         `payloads` when it commits (PostgreSQL's NOTIFY, no transaction of its own); empty
@@ -162,8 +176,9 @@ class RunEvents(Protocol):
     def followed(self, run_id: str) -> bool:
         """Whether a stream follows the run, here or (lately) in another process."""
 
-    async def wait_for_work(self, timeout: float) -> None:
-        """Return when work is announced, or after `timeout` seconds."""
+    async def wait_for_work(self, timeout: float) -> bool:
+        """Return when work is announced for this process's worker (True; at once when it was
+        since the last wait returned), or after `timeout` seconds (False)."""
 
 
 class LocalRunEvents:
@@ -177,8 +192,10 @@ class LocalRunEvents:
         # its own streams follow, and when it last said so.
         self._interest: dict[str, float] = {}
         self._announced: dict[str, float] = {}
-        self._telling: set[asyncio.Task[None]] = set()
+        self._background: set[asyncio.Task[None]] = set()
         self._work = asyncio.Event()
+        # This process's workers, by name: whether each has room for another run.
+        self._workers: dict[str, Callable[[], bool]] = {}
 
     async def start(self) -> None:
         return None
@@ -187,8 +204,8 @@ class LocalRunEvents:
         return None
 
     def deliver(self, payload: str) -> None:
-        if payload == WORK:
-            self._work.set()
+        if payload.startswith(WORK):
+            self._deliver_work(payload[len(WORK) :].strip())
             return
         if payload.startswith(DELTA):
             run_id, _, text = payload[1:].partition(" ")
@@ -199,9 +216,7 @@ class LocalRunEvents:
             return
         if payload == HELLO:
             # A process that started after our streams did has not heard of them.
-            task = asyncio.get_running_loop().create_task(self._tell_interests())
-            self._telling.add(task)
-            task.add_done_callback(self._telling.discard)
+            self._in_background(self._tell_interests())
             return
         if payload.startswith(LEASE):
             for event in self._lease_watchers.get(payload[1:], ()):
@@ -217,6 +232,23 @@ class LocalRunEvents:
             return
         for follower in self._followers.get(run_id, ()):
             follower.log_grew()
+
+    def _deliver_work(self, worker: str) -> None:
+        if not worker:
+            self._work.set()
+            return
+        has_room = self._workers.get(worker)
+        if has_room is None:
+            return  # another process's worker
+        if has_room():
+            self._work.set()
+        else:
+            self._in_background(self.announce_work())
+
+    def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def _deliver_change(self, run_id: str, state: dict[str, Any] | None) -> None:
         for event in (*self._watchers.get(run_id, ()), *self._lease_watchers.get(run_id, ())):
@@ -295,6 +327,14 @@ class LocalRunEvents:
     async def announce_work(self) -> None:
         await self._publish(WORK)
 
+    @contextlib.contextmanager
+    def serve_work(self, worker: str, has_room: Callable[[], bool]) -> Iterator[None]:
+        self._workers[worker] = has_room
+        try:
+            yield
+        finally:
+            del self._workers[worker]
+
     def notices(self, *payloads: str) -> list[tuple[str, str]]:
         return []
 
@@ -329,10 +369,13 @@ class LocalRunEvents:
                 del self._followers[run_id]
                 self._announced.pop(run_id, None)
 
-    async def wait_for_work(self, timeout: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._work.wait(), timeout)
+    async def wait_for_work(self, timeout: float) -> bool:
+        if not self._work.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._work.wait(), timeout)
+        announced = self._work.is_set()
         self._work.clear()
+        return announced
 
 
 class PostgresRunEvents(LocalRunEvents):

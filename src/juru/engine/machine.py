@@ -10,7 +10,14 @@ from typing import Any
 from juru.core.clock import Clock
 from juru.core.money import PriceRules
 from juru.core.states import ACTIVE, FailureReason, RunStatus
-from juru.engine.events import WORK, RunEvents, changed_to, lease_moved, log_grew
+from juru.engine.events import (
+    WORK,
+    RunEvents,
+    changed_to,
+    lease_moved,
+    log_grew,
+    work_for,
+)
 from juru.store import run_tree
 from juru.store import runs as run_store
 from juru.store import steps as step_store
@@ -72,11 +79,11 @@ class RunMachine:
         *,
         hold: Hold | None = None,
         release_unclaimed_hold: bool = False,
-        announce_work: bool = False,
+        work: str | None = None,
     ) -> RunRecord | None:
-        # The move's own transaction tells the other processes (and, with `announce_work`,
-        # the idle workers); this process hears of it once it committed.
-        payloads = (run_id, WORK) if announce_work else (run_id,)
+        # The move's own transaction tells the other processes (and, with `work`, a
+        # `work_for` payload, the workers it names); this process hears of it once it committed.
+        payloads = (run_id, work) if work is not None else (run_id,)
         ended_below: list[str] = []
         moved = await run_store.transition_run(
             self.engine,
@@ -169,8 +176,9 @@ class RunMachine:
     async def submit_tool_outputs(
         self, run: RunRecord, outputs: dict[str, str], hold: Hold | None = None
     ) -> RunRecord | None:
-        """requires_action → running with the caller's outputs, for a worker to pick up; with
-        `hold` (the next call's pre-hold) taken in the same write when it fits."""
+        """requires_action → running with the caller's outputs, for a worker to pick up (the one
+        that paused it is woken first); with `hold` (the next call's pre-hold) taken in the
+        same write when it fits."""
         now = self.clock.now()
         remaining = self.limits.wall_clock_seconds - run.active_seconds
         values = {
@@ -189,7 +197,7 @@ class RunMachine:
             values,
             RunGuard(pause_count=run.pause_count),
             hold=hold,
-            announce_work=True,
+            work=work_for(run.last_worker),
         )
 
     async def submit_through_children(

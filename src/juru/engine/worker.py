@@ -55,20 +55,28 @@ class Worker:
         # The runs this worker is executing, by id.
         self._executing: set[str] = set()
 
+    def has_room(self) -> bool:
+        """Whether the worker could start another run now."""
+        return len(self._running) < self.concurrency
+
     async def run_forever(self) -> None:
         try:
-            while True:
-                try:
-                    await self.fill_slots()
-                except Exception as error:
-                    # The database may be restarting: keep the worker alive and try again.
-                    if not is_outage(error):
-                        logger.exception("worker %s could not claim runs", self.name)
-                    else:
-                        logger.warning("worker %s: the database is not answering", self.name)
-                await self.machine.events.wait_for_work(IDLE_POLL_SECONDS)
+            with self.machine.events.serve_work(self.name, self.has_room):
+                await self._serve()
         finally:
             await self._stop_runs()
+
+    async def _serve(self) -> None:
+        while True:
+            try:
+                await self.fill_slots()
+            except Exception as error:
+                # The database may be restarting: keep the worker alive and try again.
+                if not is_outage(error):
+                    logger.exception("worker %s could not claim runs", self.name)
+                else:
+                    logger.warning("worker %s: the database is not answering", self.name)
+            await self.machine.events.wait_for_work(IDLE_POLL_SECONDS)
 
     async def fill_slots(self) -> int:
         """Claim runs while there are free slots; return how many were started."""

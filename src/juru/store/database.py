@@ -32,8 +32,9 @@ from juru.store.write_queue import SqliteWriter
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # A pooled PostgreSQL connection idle this long is pinged before use (`ping_after_idle`, and
-# the checkpointer pool's `IdleConnectionCheck`).
-PING_AFTER_IDLE_SECONDS = 2.0
+# the checkpointer pool's `IdleConnectionCheck`). Longer than a worker's idle poll (2 s), so the
+# poll, which finds its connection where its previous poll left it, does not ping.
+PING_AFTER_IDLE_SECONDS = 5.0
 # Threads (each with its connection) that SQLite reads run in, per process.
 SQLITE_READERS = 4
 T = TypeVar("T")

@@ -95,6 +95,7 @@ class RunRecord(_Record):
     hold_id: str | None = None
     hold_rupiah: Decimal | None = None
     parent_run_id: str | None = None
+    last_worker: str | None = None
 
 
 @dataclass(frozen=True)

@@ -352,6 +352,7 @@ def _claim_statement(dialect_name: str) -> Any:
         .values(
             status=RunStatus.RUNNING.value,
             lease_owner=bindparam("worker"),
+            last_worker=bindparam("worker"),
             lease_expires_at=bindparam("claim_until"),
             attempts=runs.c.attempts + 1,
             updated_at=now,

@@ -146,6 +146,8 @@ runs = Table(
     Column("hold_rupiah", Money(), nullable=True),
     Column("lease_owner", String(100), nullable=True),
     Column("lease_expires_at", UtcDateTime(), nullable=True),
+    # The worker that claimed the run last, kept through a pause: the resume wakes it alone.
+    Column("last_worker", String(100), nullable=True),
     Column("attempts", Integer, nullable=False),
     Column("active_seconds", Float, nullable=False),
     Column("active_since", UtcDateTime(), nullable=True),
