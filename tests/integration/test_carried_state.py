@@ -19,7 +19,12 @@ from juru.store import run_log
 from juru.store.run_log import RunEventRecord
 from juru.store.run_state import run_from_state, run_state
 from juru.store.runs import get_run
-from tests.integration.test_paused_runs import paused_run_of, run_reads, weather_call
+from tests.integration.test_paused_runs import (
+    paused_run_of,
+    resume_elsewhere,
+    run_reads,
+    weather_call,
+)
 from tests.support.fake_openai import FakeOpenAIServer
 from tests.support.hosted import HostedHarness
 
@@ -40,6 +45,8 @@ async def waiting(hosted: HostedHarness, run_id: str) -> AsyncIterator[asyncio.T
                 watching.set()
             yield changed
 
+    if run_id in hosted.context.hosted.resumed:
+        watching.set()  # its watch has been open since this process resumed it
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(events, "watch", watch_and_tell)
         task = asyncio.create_task(hosted.client.get(f"/v1/runs/{run_id}?wait=30"))
@@ -48,11 +55,22 @@ async def waiting(hosted: HostedHarness, run_id: str) -> AsyncIterator[asyncio.T
 
 
 async def resumed_run(hosted: HostedHarness, model_id: str = "juru/demo") -> dict[str, Any]:
-    """A run past its first pause: its tool outputs are in and it waits for a worker."""
+    """A run past its first pause, resumed by another process (this one never saw it resumed,
+    so a wait reads it first): its tool outputs are in and it waits for a worker."""
     paused = await paused_run_of(hosted, model_id)
-    answered = await hosted.answer(paused)
+    await resume_elsewhere(hosted, paused["id"], '{"temp_c": 32}')
+    running = await hosted.get_run(paused["id"])
+    assert running["status"] == "running", running
+    return running
+
+
+async def resumed_here(hosted: HostedHarness, model_id: str = "juru/demo") -> dict[str, Any]:
+    """A run past its first pause, resumed through this process's API."""
+    paused = await paused_run_of(hosted, model_id)
+    answered = await hosted.answer(paused, '{"temp_c": 32}')
     assert answered.status_code == 200, answered.text
     running: dict[str, Any] = answered.json()
+    assert running["id"] in hosted.context.hosted.resumed
     return running
 
 
@@ -178,3 +196,66 @@ async def test_a_run_state_comes_back_as_the_record_without_its_input(
     state = json.loads(json.dumps(run_state(asdict(record))))
     assert run_from_state(state) == replace(record, input=[])
     assert "input" not in state
+
+
+async def test_a_wait_after_outputs_posted_here_reads_nothing(
+    hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+) -> None:
+    hosted = hosted_openai
+    fake_openai.script([weather_call("call_1"), weather_call("call_2"), {"content": "Done"}])
+    run = await resumed_here(hosted, MODEL)
+    with run_reads() as reads:
+        async with waiting(hosted, run["id"]) as waiter:
+            await hosted.work()
+            paused = (await asyncio.wait_for(waiter, 10)).json()
+    assert reads == []  # the resume's write gave the run, its watch and the pause's notice
+    assert paused["status"] == "requires_action"
+    assert [call["id"] for call in paused["pending_tool_calls"]] == ["call_2"]
+    assert paused == await hosted.get_run(run["id"])
+    await answer_without_a_read(hosted, paused)
+
+
+async def test_a_wait_after_outputs_posted_here_sees_a_change_made_before_it(
+    hosted: HostedHarness,
+) -> None:
+    run = await resumed_here(hosted)
+    await hosted.work()  # the run ends before the client asks
+    with run_reads() as reads:
+        done = (await hosted.client.get(f"/v1/runs/{run['id']}?wait=30")).json()
+    assert reads == []
+    assert done["status"] == "succeeded" and "32" in done["output"]
+    assert done == await hosted.get_run(run["id"])
+
+
+async def test_a_wait_after_outputs_posted_here_that_runs_out_reads_the_run(
+    hosted: HostedHarness,
+) -> None:
+    run = await resumed_here(hosted)
+    with run_reads() as reads:
+        answer = (await hosted.client.get(f"/v1/runs/{run['id']}?wait=0.05")).json()
+    assert len(reads) == 1  # a working run's steps send no notice: the answer is read
+    assert answer == await hosted.get_run(run["id"])
+    assert run["id"] not in hosted.context.hosted.resumed  # given out once
+
+
+async def test_a_resume_that_another_change_raced_is_not_remembered(
+    hosted: HostedHarness,
+) -> None:
+    paused = await paused_run_of(hosted, "juru/demo")
+    machine: Any = hosted.context.machine
+    submit = machine.submit_tool_outputs
+
+    async def raced(*args: Any, **kwargs: Any) -> Any:
+        machine.events.deliver(paused["id"])  # a change heard while the write was under way
+        return await submit(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(machine, "submit_tool_outputs", raced)
+        assert (await hosted.answer(paused)).status_code == 200
+    assert paused["id"] not in hosted.context.hosted.resumed
+    with run_reads() as reads:
+        async with waiting(hosted, paused["id"]) as waiter:
+            await hosted.work()
+            done = (await asyncio.wait_for(waiter, 10)).json()
+    assert len(reads) == 1
+    assert done["status"] == "succeeded"

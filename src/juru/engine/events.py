@@ -81,9 +81,12 @@ class RunChanged(asyncio.Event):
     def __init__(self) -> None:
         super().__init__()
         self.state: dict[str, Any] | None = None
+        # How many changes were delivered since the watch opened.
+        self.changes = 0
 
     def changed(self, state: dict[str, Any] | None) -> None:
         self.state = state
+        self.changes += 1
         self.set()
 
     def take_state(self) -> dict[str, Any] | None:

@@ -22,7 +22,7 @@ from juru.core.errors import ConflictError, GoneError, UnprocessableError, inval
 from juru.core.ids import new_id
 from juru.core.keys import stream_token
 from juru.core.states import TERMINAL, RunStatus
-from juru.engine.events import WORK
+from juru.engine.events import WORK, RunChanged
 from juru.engine.execution import hosted_thread_key, input_messages
 from juru.engine.machine import RunMachine
 from juru.hosted.agents import (
@@ -35,6 +35,7 @@ from juru.hosted.agents import (
     keep_masked_headers,
 )
 from juru.hosted.paused_runs import PausedRuns
+from juru.hosted.resumed_runs import Resumed, ResumedRuns
 from juru.hosted.streams import StreamItem, StreamTicket, follow_run
 from juru.models.catalog import ModelCatalog
 from juru.store import accounts as account_store
@@ -78,6 +79,8 @@ class HostedService:
     mcp: McpServices | None = None
     # Runs this process just showed in requires_action, for the tool outputs that follow.
     paused: PausedRuns = field(default_factory=PausedRuns)
+    # Runs this process just resumed, for the `?wait=` that follows.
+    resumed: ResumedRuns = field(default_factory=ResumedRuns)
 
     @property
     def engine(self) -> Any:
@@ -325,21 +328,33 @@ class HostedService:
         if not 0 <= seconds <= MAX_WAIT_SECONDS:
             raise invalid(f"wait must be between 0 and {MAX_WAIT_SECONDS:g} seconds")
         deadline = monotonic_clock.monotonic() + seconds
+        resumed = self.resumed.take(run_id, account_id)
+        if resumed is not None:
+            # Resumed here, watched since: as the resume left it unless the watch says not.
+            async with resumed.watching:
+                return await self._wait(resumed.run, resumed.changed, deadline, read=False)
         async with self.machine.events.watch(run_id) as changed:
-            run = await self.run(account_id, run_id)
-            while run.status in SERVER_WORKING:
-                remaining = deadline - monotonic_clock.monotonic()
-                if remaining <= 0:
-                    break
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(changed.wait(), remaining)
-                changed.clear()
-                carried = _stopped_working(run, changed.take_state())
-                if carried is not None:
-                    self.paused.saw(carried)
-                    return carried
-                run = await self.run(account_id, run_id)
-        return run
+            return await self._wait(await self.run(account_id, run_id), changed, deadline)
+
+    async def _wait(
+        self, run: RunRecord, changed: RunChanged, deadline: float, *, read: bool = True
+    ) -> RunRecord:
+        """`wait_while_working` of `run` (as read when `read`, else as the last write here
+        left it), watched by `changed` since."""
+        while run.status in SERVER_WORKING:
+            remaining = deadline - monotonic_clock.monotonic()
+            if remaining <= 0:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), remaining)
+            changed.clear()
+            carried = _stopped_working(run, changed.take_state())
+            if carried is not None:
+                self.paused.saw(carried)
+                return carried
+            run, read = await self.run(run.account_id, run.id), True
+        # A run still working changed meanwhile in ways that send no notice (its steps).
+        return run if read else await self.run(run.account_id, run.id)
 
     async def run_events(
         self, account_id: str, run_id: str, after: int = 0
@@ -424,7 +439,19 @@ class HostedService:
         and pause number; the run's next model call is held in that write, not one of its own.
         None if the run no longer waits at that pause."""
         hold = self.meter.pre_hold(run, outputs)
-        return await self.machine.submit_tool_outputs(run, outputs, hold)
+        # Watched from before the write, for the `?wait=` that usually follows (`ResumedRuns`).
+        watching = contextlib.AsyncExitStack()
+        changed = await watching.enter_async_context(self.machine.events.watch(run.id))
+        try:
+            moved = await self.machine.submit_tool_outputs(run, outputs, hold)
+        except BaseException:
+            await watching.aclose()
+            raise
+        if moved is None:
+            await watching.aclose()
+            return None
+        await self.resumed.keep(Resumed(moved, changed, watching))
+        return moved
 
     async def _check_not_shown_above(self, run: RunRecord) -> None:
         """409 when the run's calls show on the run that started it: they are answered there,
