@@ -219,6 +219,19 @@ class Database:
         statistics, see `settled_pg_stats`; None on SQLite)."""
         return settled_pg_stats(self._pg_name, settle) if self._pg_name else None
 
+    def workers_that_ran(self) -> set[str]:
+        """The workers (one name per process) that have claimed a run of this database."""
+        query = "SELECT DISTINCT last_worker FROM runs WHERE last_worker IS NOT NULL"
+        if self.dialect == "sqlite":
+            import sqlite3
+
+            with contextlib.closing(sqlite3.connect(self.workdir / "juru.db")) as connection:
+                return {str(row[0]) for row in connection.execute(query)}
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as connection:
+            return {str(row[0]) for row in connection.execute(query)}
+
     def commits(self) -> int | None:
         stats = self.pg_stats()
         return None if stats is None else stats["commits"]
