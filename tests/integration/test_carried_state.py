@@ -85,17 +85,27 @@ async def answer_without_a_read(hosted: HostedHarness, paused: dict[str, Any]) -
     assert (await hosted.get_run(paused["id"]))["output"] == "Done"
 
 
-async def test_a_wait_that_ends_at_a_pause_reads_the_run_once(
-    hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+@pytest.mark.parametrize(
+    ("resume", "reads_expected"),
+    [
+        # Resumed elsewhere: one read before the wait; the pause's notice carried the run.
+        pytest.param("elsewhere", 1, id="resumed-elsewhere"),
+        # Resumed here: the resume's write gave the run and its watch, the notice the answer.
+        pytest.param("here", 0, id="resumed-here"),
+    ],
+)
+async def test_a_wait_that_ends_at_a_pause_reads_the_run_at_most_once(
+    hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer, resume: str, reads_expected: int
 ) -> None:
     hosted = hosted_openai
     fake_openai.script([weather_call("call_1"), weather_call("call_2"), {"content": "Done"}])
-    run = await resumed_run(hosted, MODEL)
+    resumed = resumed_here if resume == "here" else resumed_run
+    run = await resumed(hosted, MODEL)
     with run_reads() as reads:
         async with waiting(hosted, run["id"]) as waiter:
             await hosted.work()
             paused = (await asyncio.wait_for(waiter, 10)).json()
-    assert len(reads) == 1  # before the wait; the pause's notice carried the run
+    assert len(reads) == reads_expected
     assert paused["status"] == "requires_action"
     assert [call["id"] for call in paused["pending_tool_calls"]] == ["call_2"]
     assert paused == await hosted.get_run(run["id"])
@@ -196,23 +206,6 @@ async def test_a_run_state_comes_back_as_the_record_without_its_input(
     state = json.loads(json.dumps(run_state(asdict(record))))
     assert run_from_state(state) == replace(record, input=[])
     assert "input" not in state
-
-
-async def test_a_wait_after_outputs_posted_here_reads_nothing(
-    hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
-) -> None:
-    hosted = hosted_openai
-    fake_openai.script([weather_call("call_1"), weather_call("call_2"), {"content": "Done"}])
-    run = await resumed_here(hosted, MODEL)
-    with run_reads() as reads:
-        async with waiting(hosted, run["id"]) as waiter:
-            await hosted.work()
-            paused = (await asyncio.wait_for(waiter, 10)).json()
-    assert reads == []  # the resume's write gave the run, its watch and the pause's notice
-    assert paused["status"] == "requires_action"
-    assert [call["id"] for call in paused["pending_tool_calls"]] == ["call_2"]
-    assert paused == await hosted.get_run(run["id"])
-    await answer_without_a_read(hosted, paused)
 
 
 async def test_a_wait_after_outputs_posted_here_sees_a_change_made_before_it(
