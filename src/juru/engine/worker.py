@@ -124,7 +124,7 @@ class Worker:
                     worker=self.name,
                 )
         finally:
-            was_full = len(self._running) >= self.concurrency
+            was_full = not self.has_room()
             self._running.discard(asyncio.current_task())
             self._executing.discard(execution.run.id)
             if was_full:

@@ -440,17 +440,11 @@ class HostedService:
         None if the run no longer waits at that pause."""
         hold = self.meter.pre_hold(run, outputs)
         # Watched from before the write, for the `?wait=` that usually follows (`ResumedRuns`).
-        watching = contextlib.AsyncExitStack()
-        changed = await watching.enter_async_context(self.machine.events.watch(run.id))
-        try:
+        async with contextlib.AsyncExitStack() as watching:
+            changed = await watching.enter_async_context(self.machine.events.watch(run.id))
             moved = await self.machine.submit_tool_outputs(run, outputs, hold)
-        except BaseException:
-            await watching.aclose()
-            raise
-        if moved is None:
-            await watching.aclose()
-            return None
-        await self.resumed.keep(Resumed(moved, changed, watching))
+            if moved is not None:
+                await self.resumed.keep(Resumed(moved, changed, watching.pop_all()))
         return moved
 
     async def _check_not_shown_above(self, run: RunRecord) -> None:
