@@ -1,5 +1,6 @@
 """A server killed inside a step's transaction: the run resumes from its checkpoint with nothing
-charged twice and no transcript row repeated, on both databases.
+charged twice and no transcript row repeated, on both databases. The checkpoint of the pause
+goes in that transaction too, so the lost step's model call is the one thing asked again.
 
 The first server (`tests.support.crash_serve`) kills itself with SIGKILL right after one of the
 step's statements ran, before the COMMIT; a second, ordinary server takes the run over once the
@@ -73,12 +74,9 @@ def test_a_kill_inside_the_step_transaction_charges_once_and_records_once(
     fake_openai_process: FakeOpenAIProcess,
 ) -> None:
     fake = fake_openai_process
-    fake.script(
-        [
-            {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Jakarta"}}]},
-            {"content": "Di Jakarta 29°C."},
-        ]
-    )
+    weather = {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Jakarta"}}]}
+    # The first answer is lost with the step's write; the second one is the first step's.
+    fake.script([weather, weather, {"content": "Di Jakarta 29°C."}])
     env = {**fake.env(), "JURU_LEASE_SECONDS": "2"}
     port = free_port()
     first = crashing_serve(database_url, tmp_path / "first.log", port, crash_at, **env).start()
@@ -110,8 +108,8 @@ def test_a_kill_inside_the_step_transaction_charges_once_and_records_once(
         messages = api.messages(thread["id"])
 
     assert done["step_count"] == 2
-    # The checkpoint kept the first model call, so the provider was asked once per step.
-    assert len(fake.requests()) == 2
+    # Nothing of the lost step was kept, its checkpoint neither: its call alone is asked again.
+    assert len(fake.requests()) == 3
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
     assert len({m["id"] for m in messages}) == len(messages)
     with database.engine.connect() as connection:

@@ -46,7 +46,7 @@ from juru.engine.machine import RunMachine
 from juru.engine.transcript import transcript_entries
 from juru.models.catalog import ModelCatalog, ProviderNotConfiguredError, UnknownModelError
 from juru.store import hosted as hosted_store
-from juru.store.checkpointer import reading_once
+from juru.store.checkpointer import HeldSaves, holding_saves, reading_once
 from juru.store.outage import is_outage
 from juru.store.records import RunRecord
 from juru.store.run_tree import ancestors_of
@@ -152,6 +152,8 @@ class RunExecution:
         # The last paid prompt's bound and its reply's bytes, for the pause to remember.
         self.prompt_bytes: int | None = None
         self.reply_bytes = 0
+        # The checkpoint LangGraph saved at the pause or end, kept for the write that records it.
+        self.held_saves: HeldSaves | None = None
 
     async def execute(self) -> None:
         """Run to the next pause or the end, guarded by the lease (renewed, and watched)."""
@@ -339,18 +341,30 @@ class RunExecution:
             metadata={RUN_ID_KEY: self.run.id},
             replace_pending=replace_pending,
             state_checked=True,
-            # Client-tool agents save their checkpoint when the run pauses or ends, not after
-            # every node: a crash redoes at most the model steps since the last pause, each
-            # recorded and charged once (stable ids, charge keys). Built-in calls are not keyed,
-            # so agents with built-in tools (or MCP servers, whose calls act elsewhere) keep a
-            # checkpoint per step.
-            durability="async" if self.has_builtins or self.mcp_tools is not None else "exit",
+            durability="exit" if self._checkpoint_at_pause else "async",
         )
+
+    @property
+    def _checkpoint_at_pause(self) -> bool:
+        """Client-tool agents save their checkpoint when the run pauses or ends, not after
+        every node, and in the same transaction as the pause's or end's write: a crash redoes
+        at most the model steps since the last pause, each recorded and charged once (stable
+        ids, charge keys). Built-in calls are not keyed, so agents with built-in tools (or MCP
+        servers, whose calls act elsewhere) keep a checkpoint per step."""
+        return not self.has_builtins and self.mcp_tools is None
 
     async def _execute(self) -> None:
         agent = await self._agent()
         if agent is None:
             return
+        if not self._checkpoint_at_pause:
+            await self._go_on(agent)
+            return
+        async with holding_saves(self.thread_key) as self.held_saves:
+            await self._go_on(agent)
+
+    async def _go_on(self, agent: Pregel[Any, Any, Any, Any]) -> None:
+        """From where the run's checkpoint stands to its next pause or end."""
         if self.run.parent_run_id is not None:
             self.ancestors = tuple(await ancestors_of(self.machine.engine, self.run))
         limit = 2 * self.run.max_steps + 5
@@ -544,6 +558,7 @@ class RunExecution:
             new_steps=tuple(self.unwritten_steps),
             ancestors=self.ancestors,
             children=tuple(children),
+            saves=self.held_saves.take() if self.held_saves is not None else None,
             # A pause (for the caller or for child runs) or an end comes after the graph saved
             # its checkpoint: the older ones go.
             prune_thread=self.thread_key if status is not None or children else None,

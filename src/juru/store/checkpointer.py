@@ -9,7 +9,8 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -19,11 +20,14 @@ from langgraph.checkpoint.base import (
     CheckpointMetadata,
     CheckpointTuple,
 )
+from langgraph.checkpoint.postgres import PostgresSaver as InTransactionPostgresSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.sqlite import SqliteSaver
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
+from sqlalchemy import Connection
 
 from juru.store.database import (
     PING_AFTER_IDLE_SECONDS,
@@ -100,7 +104,145 @@ def forget_reads() -> None:
         reads.clear()
 
 
-class ThreadedSqliteSaver(SqliteSaver):
+# Within `holding_saves(thread)`: the saver's writes of that thread, kept back to be written in
+# the transaction of the run's next write (`write_saves`) rather than in one each.
+_held: ContextVar[HeldSaves | None] = ContextVar("held_checkpoint_saves", default=None)
+
+
+@dataclass(frozen=True)
+class SaverCall:
+    """One of the saver's writes as LangGraph asked for it: `put` or `put_writes`, and its
+    arguments."""
+
+    method: Literal["put", "put_writes"]
+    args: tuple[Any, ...]
+
+    def apply(self, saver: BaseCheckpointSaver[Any]) -> None:
+        """Make the call on a synchronous saver."""
+        getattr(saver, self.method)(*self.args)
+
+
+@dataclass(frozen=True)
+class CheckpointSaves:
+    """Held writes of the saver, taken to be written in a store transaction."""
+
+    calls: tuple[SaverCall, ...]
+    serde: SerializerProtocol
+
+
+@dataclass(eq=False)
+class HeldSaves:
+    """The saver's writes of one thread, in the order LangGraph made them, not yet written."""
+
+    thread_id: str
+    calls: list[SaverCall] = field(default_factory=list)
+    saver: HoldingSaver | None = None
+
+    def keep(self, saver: HoldingSaver, call: SaverCall) -> None:
+        self.saver = saver
+        self.calls.append(call)
+
+    def take(self) -> CheckpointSaves | None:
+        """The writes held so far, to go with the caller's write; None when there are none."""
+        if not self.calls or self.saver is None:
+            return None
+        taken = CheckpointSaves(tuple(self.calls), self.saver.serde)
+        self.calls.clear()
+        return taken
+
+    async def release(self) -> None:
+        """Write what is held now, in transactions of the saver's own."""
+        if self.calls and self.saver is not None:
+            calls = list(self.calls)
+            self.calls.clear()
+            await self.saver.save_now(calls)
+
+
+@asynccontextmanager
+async def holding_saves(thread_id: str) -> AsyncIterator[HeldSaves]:
+    """Within: the saver's checkpoints and writes of `thread_id` are held, and the caller writes
+    them with its own next write (`HeldSaves.take`, then `write_saves` in that transaction). A
+    read of the thread writes them first. Left when the block ends normally they are written
+    then; when it raises they are dropped, as a crash would drop them."""
+    held = HeldSaves(thread_id)
+    token = _held.set(held)
+    try:
+        yield held
+    finally:
+        _held.reset(token)
+    await held.release()
+
+
+def _held_for(config: RunnableConfig) -> HeldSaves | None:
+    held = _held.get()
+    if held is None or str((config.get("configurable") or {}).get("thread_id")) != held.thread_id:
+        return None
+    return held
+
+
+def _saved_config(config: RunnableConfig, checkpoint: Checkpoint) -> RunnableConfig:
+    """What a saver's `put` answers: the configuration of the checkpoint it saved."""
+    configurable = config["configurable"]
+    return {
+        "configurable": {
+            "thread_id": configurable["thread_id"],
+            "checkpoint_ns": configurable.get("checkpoint_ns", ""),
+            "checkpoint_id": checkpoint["id"],
+        }
+    }
+
+
+class HoldingSaver(BaseCheckpointSaver[str]):
+    """A saver whose writes `holding_saves` can hold: `save_now` writes held calls."""
+
+    async def save_now(self, calls: Sequence[SaverCall]) -> None:
+        raise NotImplementedError
+
+    async def _release_held(self, config: RunnableConfig | None) -> None:
+        held = _held.get() if config is None else _held_for(config)
+        if held is not None:
+            await held.release()
+
+    def _hold(self, config: RunnableConfig, call: SaverCall) -> bool:
+        held = _held_for(config)
+        if held is None:
+            return False
+        held.keep(self, call)
+        return True
+
+
+class _SqliteSaverInTransaction(SqliteSaver):
+    """LangGraph's SQLite saver on a connection whose transaction its owner commits."""
+
+    def __init__(self, conn: sqlite3.Connection, serde: SerializerProtocol) -> None:
+        super().__init__(conn, serde=serde)
+        self.is_setup = True
+
+    @contextmanager
+    def cursor(self, transaction: bool = True) -> Iterator[sqlite3.Cursor]:
+        cursor = self.conn.cursor()
+        try:
+            yield cursor
+        finally:
+            cursor.close()
+
+
+def write_saves(connection: Connection, saves: CheckpointSaves) -> None:
+    """The held writes of the saver, made by LangGraph's own saver code on `connection`, inside
+    its transaction: they commit with it, or not at all."""
+    driver = connection.connection.driver_connection
+    assert driver is not None, "a connection inside a transaction has its driver's"
+    saver: BaseCheckpointSaver[Any]
+    if connection.dialect.name == "sqlite":
+        saver = _SqliteSaverInTransaction(driver, saves.serde)
+    else:
+        # A connection, not a pool: its statements join the transaction under way.
+        saver = InTransactionPostgresSaver(driver, serde=saves.serde)
+    for call in saves.calls:
+        call.apply(saver)
+
+
+class ThreadedSqliteSaver(HoldingSaver, SqliteSaver):
     """LangGraph's SQLite saver with its async methods run in the database's threads: reads in
     the reader threads, writes in the writer thread under the file's write lock (so they queue
     with the store's writes and never hold the lock across turns of the event loop). Every
@@ -111,6 +253,7 @@ class ThreadedSqliteSaver(SqliteSaver):
         self._writer, self._reader = writer, reader
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        await self._release_held(config)
         return await read_once(config, lambda: self._reader.call(self.get_tuple, config))
 
     async def alist(
@@ -124,6 +267,7 @@ class ThreadedSqliteSaver(SqliteSaver):
         def read() -> list[CheckpointTuple]:
             return list(self.list(config, filter=filter, before=before, limit=limit))
 
+        await self._release_held(config)
         for item in await self._reader.call(read):
             yield item
 
@@ -133,6 +277,7 @@ class ThreadedSqliteSaver(SqliteSaver):
         def read() -> Mapping[str, Any]:
             return self.get_delta_channel_history(config=config, channels=channels)
 
+        await self._release_held(config)
         return await self._reader.call(read)
 
     async def aput(
@@ -143,7 +288,10 @@ class ThreadedSqliteSaver(SqliteSaver):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         forget_reads()
-        return await self._writer.call(self.put, config, checkpoint, metadata, new_versions)
+        args = (config, checkpoint, metadata, new_versions)
+        if self._hold(config, SaverCall("put", args)):
+            return _saved_config(config, checkpoint)
+        return await self._writer.call(self.put, *args)
 
     async def aput_writes(
         self,
@@ -153,10 +301,20 @@ class ThreadedSqliteSaver(SqliteSaver):
         task_path: str = "",
     ) -> None:
         forget_reads()
-        await self._writer.call(self.put_writes, config, writes, task_id, task_path)
+        args = (config, writes, task_id, task_path)
+        if not self._hold(config, SaverCall("put_writes", args)):
+            await self._writer.call(self.put_writes, *args)
+
+    async def save_now(self, calls: Sequence[SaverCall]) -> None:
+        def save() -> None:
+            for call in calls:
+                call.apply(self)
+
+        await self._writer.call(save)
 
     async def adelete_thread(self, thread_id: str) -> None:
         forget_reads()
+        await self._release_held(None)
         await self._writer.call(self.delete_thread, thread_id)
 
     def close(self) -> None:
@@ -175,12 +333,31 @@ def _sqlite_connection(database: DatabaseUrl, busy_timeout_ms: int) -> sqlite3.C
     return connection
 
 
-class PostgresSaver(AsyncPostgresSaver):
+class PostgresSaver(HoldingSaver, AsyncPostgresSaver):
     """LangGraph's PostgreSQL saver, whose reads of a thread's latest checkpoint can be shared
-    (`reading_once`)."""
+    (`reading_once`) and whose writes can be held (`holding_saves`)."""
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        await self._release_held(config)
         return await read_once(config, lambda: super(PostgresSaver, self).aget_tuple(config))
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        await self._release_held(config)
+        async for item in super().alist(config, filter=filter, before=before, limit=limit):
+            yield item
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, Any]:
+        await self._release_held(config)
+        return await super().aget_delta_channel_history(config=config, channels=channels)
 
     async def aput(
         self,
@@ -190,6 +367,8 @@ class PostgresSaver(AsyncPostgresSaver):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         forget_reads()
+        if self._hold(config, SaverCall("put", (config, checkpoint, metadata, new_versions))):
+            return _saved_config(config, checkpoint)
         return await super().aput(config, checkpoint, metadata, new_versions)
 
     async def aput_writes(
@@ -200,10 +379,19 @@ class PostgresSaver(AsyncPostgresSaver):
         task_path: str = "",
     ) -> None:
         forget_reads()
-        await super().aput_writes(config, writes, task_id, task_path)
+        if not self._hold(config, SaverCall("put_writes", (config, writes, task_id, task_path))):
+            await super().aput_writes(config, writes, task_id, task_path)
+
+    async def save_now(self, calls: Sequence[SaverCall]) -> None:
+        for call in calls:
+            if call.method == "put":
+                await super().aput(*call.args)
+            else:
+                await super().aput_writes(*call.args)
 
     async def adelete_thread(self, thread_id: str) -> None:
         forget_reads()
+        await self._release_held(None)
         await super().adelete_thread(thread_id)
 
 

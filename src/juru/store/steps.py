@@ -1,6 +1,6 @@
 """A run's step, written whole: transcript rows, step count, charge, balance and status change
-(and, when the run pauses or ends, the pruning of its older checkpoints) commit in one
-transaction, or none of them does.
+(and, when the run pauses or ends, the checkpoint LangGraph saved for it and the pruning of the
+older ones) commit in one transaction, or none of them does.
 
 Every part is safe to write twice (a step redone after a crash): transcript rows are keyed by
 message id (a second write of an id updates its row in place), a charge by its `charge_key`
@@ -19,6 +19,7 @@ from sqlalchemy import Connection
 
 from juru.core.money import PriceRules
 from juru.core.states import RunStatus, check_transition
+from juru.store.checkpointer import CheckpointSaves, write_saves
 from juru.store.database import Database
 from juru.store.pruning import keep_latest_checkpoints
 from juru.store.run_log import append_events, message_events, status_event, step_event
@@ -60,6 +61,8 @@ class StepWrite:
     ancestors: Sequence[str] = ()
     # Runs this one starts (agents it called as tools): `{"thread": ..., "run": ...}` values.
     children: Sequence[dict[str, Any]] = ()
+    # The saver's writes held since the last write (the checkpoint of a pause or an end).
+    saves: CheckpointSaves | None = None
     # The checkpoint thread whose older checkpoints this write drops (the run pauses or ends).
     prune_thread: str | None = None
 
@@ -100,6 +103,8 @@ async def record_step(
         row = connection.execute(statement, parameters).first()
         if row is None:
             raise _LeaseLost
+        if step.saves is not None:
+            write_saves(connection, step.saves)
         paused = (
             step.status if step.status and step.status.target == RunStatus.REQUIRES_ACTION else None
         )

@@ -1,0 +1,131 @@
+"""`holding_saves()`: the saver's writes of one thread wait for the caller's next write and
+commit in its transaction, or not at all; a read of the thread never misses them."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
+from sqlalchemy import Connection
+
+from juru.store.checkpointer import holding_saves, open_checkpointer, write_saves
+from juru.store.database import Database
+from juru.store.transactions import write
+from juru.store.urls import DatabaseUrl
+
+THREAD: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+OTHER_THREAD: Any = {"configurable": {"thread_id": "u", "checkpoint_ns": ""}}
+
+
+class Refused(Exception):
+    """Raised by a write after the saves went in: its transaction is rolled back."""
+
+
+@pytest.fixture
+async def savers(database_url: str, store_database: Database) -> AsyncIterator[tuple[Any, Any]]:
+    """The saver of the store's process, and another process's saver that reads behind it."""
+    url = DatabaseUrl.parse(database_url)
+    async with (
+        open_checkpointer(url, engine=store_database) as ours,
+        open_checkpointer(url) as theirs,
+    ):
+        yield ours, theirs
+
+
+async def save(saver: BaseCheckpointSaver[Any], step: int, thread: Any = THREAD) -> str:
+    checkpoint = empty_checkpoint()
+    config = await saver.aput(thread, checkpoint, {"source": "loop", "step": step}, {})
+    assert config["configurable"]["checkpoint_id"] == checkpoint["id"]
+    return str(checkpoint["id"])
+
+
+async def latest(saver: BaseCheckpointSaver[Any], thread: Any = THREAD) -> tuple[str, list[Any]]:
+    """Elsewhere: the thread's latest checkpoint id and its pending writes."""
+
+    async def read() -> tuple[str, list[Any]]:
+        found = await saver.aget_tuple(thread)
+        assert found is not None
+        return str(found.config["configurable"]["checkpoint_id"]), list(found.pending_writes or [])
+
+    return await asyncio.create_task(read(), context=contextvars.Context())
+
+
+async def test_held_saves_commit_with_the_callers_write(
+    savers: tuple[Any, Any], store_database: Database
+) -> None:
+    ours, theirs = savers
+    first = await save(ours, 1)
+    async with holding_saves("t") as held:
+        second = await save(ours, 2)
+        config = {"configurable": {**THREAD["configurable"], "checkpoint_id": second}}
+        await ours.aput_writes(config, [("__interrupt__", "paused")], "task-1")
+        assert await latest(theirs) == (first, [])
+        saves = held.take()
+        assert saves is not None and [call.method for call in saves.calls] == ["put", "put_writes"]
+        assert held.take() is None
+
+        def work(connection: Connection) -> None:
+            write_saves(connection, saves)
+
+        await write(store_database, work)
+    assert await latest(theirs) == (second, [("task-1", "__interrupt__", "paused")])
+
+
+async def test_a_write_that_fails_takes_the_held_saves_with_it(
+    savers: tuple[Any, Any], store_database: Database
+) -> None:
+    ours, theirs = savers
+    first = await save(ours, 1)
+    async with holding_saves("t") as held:
+        await save(ours, 2)
+        saves = held.take()
+        assert saves is not None
+
+        def work(connection: Connection) -> None:
+            write_saves(connection, saves)
+            raise Refused
+
+        with pytest.raises(Refused):
+            await write(store_database, work)
+    assert await latest(theirs) == (first, [])
+
+
+async def test_a_read_of_the_thread_writes_what_is_held_first(savers: tuple[Any, Any]) -> None:
+    ours, theirs = savers
+    await save(ours, 1)
+    async with holding_saves("t") as held:
+        second = await save(ours, 2)
+        found = await ours.aget_tuple(THREAD)
+        assert found.config["configurable"]["checkpoint_id"] == second
+        assert await latest(theirs) == (second, [])
+        assert held.take() is None
+
+
+async def test_only_the_named_thread_is_held(savers: tuple[Any, Any]) -> None:
+    ours, theirs = savers
+    async with holding_saves("t"):
+        other = await save(ours, 1, OTHER_THREAD)
+        assert await latest(theirs, OTHER_THREAD) == (other, [])
+
+
+async def test_the_block_writes_what_is_left_when_it_ends(savers: tuple[Any, Any]) -> None:
+    ours, theirs = savers
+    first = await save(ours, 1)
+    async with holding_saves("t"):
+        second = await save(ours, 2)
+        assert await latest(theirs) == (first, [])
+    assert await latest(theirs) == (second, [])
+
+
+async def test_a_block_that_raises_drops_what_it_held(savers: tuple[Any, Any]) -> None:
+    ours, theirs = savers
+    first = await save(ours, 1)
+    with pytest.raises(Refused):
+        async with holding_saves("t"):
+            await save(ours, 2)
+            raise Refused
+    assert await latest(theirs) == (first, [])
