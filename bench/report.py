@@ -163,13 +163,13 @@ def baseline_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Ro
     rows = []
     for result in results:
         for row in result["rows"]:
+            first = [row["checkpointer"], _f(row["cpu_ms_per_step"]), f"{row['ratio']:.3f}"]
+            if not row["concurrent"]:
+                rows.append([*first, *[""] * 5])
             for index, level in enumerate(row["concurrent"]):
-                first = index == 0
                 rows.append(
                     [
-                        row["checkpointer"] if first else "",
-                        _f(row["cpu_ms_per_step"]) if first else "",
-                        f"{row['ratio']:.3f}" if first else "",
+                        *(first if index == 0 else [""] * 3),
                         str(level["concurrency"]),
                         _f(level["steps_per_s"]),
                         _f(level["ideal_steps_per_s"], 0),
@@ -187,7 +187,35 @@ def baseline_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Ro
                 *[""] * 6,
             ]
         )
+        floor = hosted_step_floor(result)
+        if floor is not None:
+            graph, http = floor
+            rows.append(
+                [
+                    "a client-tool step's two requests, FastAPI with nothing behind them",
+                    f"{http:.2f} ms of server CPU per pair (bench/http_floor.py)",
+                    *[""] * 6,
+                ]
+            )
+            rows.append(
+                [
+                    "floor of a hosted step's server CPU on this machine",
+                    f"{graph + http:.1f} ms: the graph with the saver at pauses "
+                    f"{graph:.1f} + the two requests {http:.2f}",
+                    *[""] * 6,
+                ]
+            )
     return "4. Baseline: the same graph in-process (LangGraph only, no server)", header, rows
+
+
+def hosted_step_floor(result: dict[str, Any]) -> tuple[float, float] | None:
+    """(CPU per step of the graph in-process with the saver at pauses, CPU of a step's two
+    requests on an empty FastAPI app), where the baseline measured both."""
+    http = result.get("http_pair_cpu_ms")
+    at_pauses = [row for row in result["rows"] if row.get("durability") == "exit"]
+    if http is None or not at_pauses:
+        return None
+    return float(at_pauses[0]["cpu_ms_per_step"]), float(http)
 
 
 def _rate(results: Sequence[dict[str, Any]]) -> str:

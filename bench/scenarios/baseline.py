@@ -2,8 +2,11 @@
 
 The same graph (`build_hosted_agent`) and the same ChatOpenAI client on the same fake model,
 interrupts answered at once in-process; with LangGraph's in-memory saver and with its
-AsyncSqliteSaver. Also the model client alone (ChatOpenAI, then the bare openai client), so
-the runtime's cost per step is split from the client's.
+AsyncSqliteSaver, and with the AsyncSqliteSaver saving only at each pause, as Juru saves a
+client-tool agent's checkpoint (one run at a time only). Also the model client alone
+(ChatOpenAI, then the bare openai client), so the runtime's cost per step is split from the
+client's, and the two requests of a client-tool step on a FastAPI app with nothing behind them
+(`bench.http_floor`): with the saver at pauses, the floor of a hosted step's CPU here.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from langgraph.types import Command
 
 from bench.client import TOOL
 from bench.harness import FakeModel
+from bench.http_floor import measure as http_pair_cpu_ms
 from juru.agents.hosted import build_hosted_agent, run_input
 
 LATENCY = 0.2
@@ -44,15 +48,17 @@ async def saver(kind: str) -> AsyncIterator[Any]:
             yield sqlite
 
 
-async def one_run(graph: Any) -> int:
-    """A run to its end, answering every interrupt at once; the model steps it took."""
+async def one_run(graph: Any, durability: str = "async") -> int:
+    """A run to its end, answering every interrupt at once; the model steps it took. With
+    `durability="exit"` the checkpoint is saved at each pause, as Juru saves a client-tool
+    agent's (LangGraph's default, "async", saves one after every node)."""
     config = {"configurable": {"thread_id": uuid.uuid4().hex}, "recursion_limit": 45}
     payload: Any = run_input([HumanMessage("go")])
     steps = 0
     while True:
         pending = None
         async for _namespace, update in graph.astream(
-            payload, config, stream_mode="updates", subgraphs=True
+            payload, config, stream_mode="updates", subgraphs=True, durability=durability
         ):
             if "llm_call" in update:
                 steps += 1
@@ -150,8 +156,9 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
     try:
         model.set_latency(0.0)
         client = await client_only(model.base_url, 50 if quick else 300)
+        http_pair = http_pair_cpu_ms(workdir / "http-floor.log", 100 if quick else 500)
         model.set_latency(LATENCY)
-        for kind in ("memory", "sqlite"):
+        for kind, durability in (("memory", "async"), ("sqlite", "async"), ("sqlite", "exit")):
             http = openai.DefaultAsyncHttpxClient()
             chat = ChatOpenAI(
                 model="gpt-4o",
@@ -162,22 +169,31 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
             )
             async with saver(kind) as checkpointer:
                 graph = build_hosted_agent(chat, [TOOL], "").copy({"checkpointer": checkpointer})
-                await one_run(graph)  # warm-up
+                await one_run(graph, durability)  # warm-up
                 cpu, started, steps = time.process_time(), time.monotonic(), 0
                 for _ in range(runs):
-                    steps += await one_run(graph)
+                    steps += await one_run(graph, durability)
                 cpu, elapsed = time.process_time() - cpu, time.monotonic() - started
+                at_pause = durability == "exit"
                 sequential = {
-                    "checkpointer": kind,
+                    "checkpointer": f"{kind}, saved at pauses" if at_pause else kind,
+                    "durability": durability,
                     "cpu_ms_per_step": 1000 * cpu / steps,
                     "ratio": elapsed / (steps * LATENCY),
-                    "concurrent": [
-                        await lanes(graph, model, level, warmup, window) for level in levels
-                    ],
+                    "concurrent": []
+                    if at_pause
+                    else [await lanes(graph, model, level, warmup, window) for level in levels],
                 }
             await http.aclose()
             rows.append(sequential)
     finally:
         model.stop()
         shutil.rmtree(workdir, ignore_errors=True)
-    return {"scenario": "baseline", "db": "in-process", "runs": runs, **client, "rows": rows}
+    return {
+        "scenario": "baseline",
+        "db": "in-process",
+        "runs": runs,
+        **client,
+        "http_pair_cpu_ms": http_pair,
+        "rows": rows,
+    }

@@ -12,7 +12,7 @@ from typing import Any
 import openai
 import pytest
 
-from bench import report, run
+from bench import http_floor, report, run
 from bench.client import TOOL
 from bench.harness import FakeModel
 from bench.profile import attribute
@@ -70,6 +70,23 @@ def test_profile_charges_the_innermost_known_part() -> None:
         "event loop + other": 4,
         "juru": 5,
     }
+
+
+def test_the_http_floor_serves_a_steps_two_requests_and_reports_the_floor(
+    tmp_path: Path,
+) -> None:
+    cpu = http_floor.measure(tmp_path / "floor.log", 10)
+    assert 0 < cpu < 100
+    # Both requests were answered (the access log has them), after the 20 of the warm-up.
+    log = (tmp_path / "floor.log").read_text()
+    assert log.count('POST /v1/runs/run_1/tool_outputs HTTP/1.1" 200') == 30
+    assert log.count('GET /v1/runs/run_1?wait=30 HTTP/1.1" 200') == 30
+    rows = [
+        {"checkpointer": "sqlite", "durability": "async", "cpu_ms_per_step": 14.0},
+        {"checkpointer": "sqlite, saved at pauses", "durability": "exit", "cpu_ms_per_step": 9.5},
+    ]
+    assert report.hosted_step_floor({"rows": rows, "http_pair_cpu_ms": cpu}) == (9.5, cpu)
+    assert report.hosted_step_floor({"rows": rows[:1], "http_pair_cpu_ms": cpu}) is None
 
 
 def test_overhead_scenario_quick(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
