@@ -105,6 +105,18 @@ async def test_a_read_of_the_thread_writes_what_is_held_first(savers: tuple[Any,
         assert held.take() is None
 
 
+async def test_a_listing_of_the_thread_writes_what_is_held_first(
+    savers: tuple[Any, Any],
+) -> None:
+    ours, theirs = savers
+    first = await save(ours, 1)
+    async with holding_saves("t"):
+        second = await save(ours, 2)
+        listed = [item.config["configurable"]["checkpoint_id"] async for item in ours.alist(THREAD)]
+        assert listed == [second, first]
+        assert await latest(theirs) == (second, [])
+
+
 async def test_only_the_named_thread_is_held(savers: tuple[Any, Any]) -> None:
     ours, theirs = savers
     async with holding_saves("t"):

@@ -193,10 +193,95 @@ def _saved_config(config: RunnableConfig, checkpoint: Checkpoint) -> RunnableCon
 
 
 class HoldingSaver(BaseCheckpointSaver[str]):
-    """A saver whose writes `holding_saves` can hold: `save_now` writes held calls."""
+    """LangGraph's async saver methods with Juru's two rules: reads of a thread's latest
+    checkpoint can be shared (`reading_once`), and writes can be held (`holding_saves`), so a
+    read of a thread first writes what is held of it. Each saver below says how to read and
+    write at once (the `_..._now` methods)."""
+
+    async def _get_tuple_now(self, config: RunnableConfig) -> CheckpointTuple | None:
+        raise NotImplementedError
+
+    def _list_now(
+        self, config: RunnableConfig | None, **options: Any
+    ) -> AsyncIterator[CheckpointTuple]:
+        """`list(config, filter=..., before=..., limit=...)` at once."""
+        raise NotImplementedError
+
+    async def _delta_history_now(
+        self, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, Any]:
+        raise NotImplementedError
+
+    async def _put_now(self, *args: Any) -> RunnableConfig:
+        """`put(config, checkpoint, metadata, new_versions)` at once."""
+        raise NotImplementedError
+
+    async def _put_writes_now(self, *args: Any) -> None:
+        """`put_writes(config, writes, task_id, task_path)` at once."""
+        raise NotImplementedError
+
+    async def _delete_thread_now(self, thread_id: str) -> None:
+        raise NotImplementedError
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        await self._release_held(config)
+        return await read_once(config, lambda: self._get_tuple_now(config))
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        await self._release_held(config)
+        async for item in self._list_now(config, filter=filter, before=before, limit=limit):
+            yield item
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, Any]:
+        await self._release_held(config)
+        return await self._delta_history_now(config, channels)
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        forget_reads()
+        args = (config, checkpoint, metadata, new_versions)
+        if self._hold(config, SaverCall("put", args)):
+            return _saved_config(config, checkpoint)
+        return await self._put_now(*args)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        forget_reads()
+        args = (config, writes, task_id, task_path)
+        if not self._hold(config, SaverCall("put_writes", args)):
+            await self._put_writes_now(*args)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        forget_reads()
+        await self._release_held(None)
+        await self._delete_thread_now(thread_id)
 
     async def save_now(self, calls: Sequence[SaverCall]) -> None:
-        raise NotImplementedError
+        """Write held calls at once, in transactions of the saver's own."""
+        for call in calls:
+            if call.method == "put":
+                await self._put_now(*call.args)
+            else:
+                await self._put_writes_now(*call.args)
 
     async def _release_held(self, config: RunnableConfig | None) -> None:
         held = _held.get() if config is None else _held_for(config)
@@ -252,69 +337,33 @@ class ThreadedSqliteSaver(HoldingSaver, SqliteSaver):
         super().__init__(conn)
         self._writer, self._reader = writer, reader
 
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        await self._release_held(config)
-        return await read_once(config, lambda: self._reader.call(self.get_tuple, config))
+    async def _get_tuple_now(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await self._reader.call(self.get_tuple, config)
 
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
+    async def _list_now(
+        self, config: RunnableConfig | None, **options: Any
     ) -> AsyncIterator[CheckpointTuple]:
         def read() -> list[CheckpointTuple]:
-            return list(self.list(config, filter=filter, before=before, limit=limit))
+            return list(self.list(config, **options))
 
-        await self._release_held(config)
         for item in await self._reader.call(read):
             yield item
 
-    async def aget_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
+    async def _delta_history_now(
+        self, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, Any]:
         def read() -> Mapping[str, Any]:
             return self.get_delta_channel_history(config=config, channels=channels)
 
-        await self._release_held(config)
         return await self._reader.call(read)
 
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        forget_reads()
-        args = (config, checkpoint, metadata, new_versions)
-        if self._hold(config, SaverCall("put", args)):
-            return _saved_config(config, checkpoint)
+    async def _put_now(self, *args: Any) -> RunnableConfig:
         return await self._writer.call(self.put, *args)
 
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        forget_reads()
-        args = (config, writes, task_id, task_path)
-        if not self._hold(config, SaverCall("put_writes", args)):
-            await self._writer.call(self.put_writes, *args)
+    async def _put_writes_now(self, *args: Any) -> None:
+        await self._writer.call(self.put_writes, *args)
 
-    async def save_now(self, calls: Sequence[SaverCall]) -> None:
-        def save() -> None:
-            for call in calls:
-                call.apply(self)
-
-        await self._writer.call(save)
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        forget_reads()
-        await self._release_held(None)
+    async def _delete_thread_now(self, thread_id: str) -> None:
         await self._writer.call(self.delete_thread, thread_id)
 
     def close(self) -> None:
@@ -334,65 +383,32 @@ def _sqlite_connection(database: DatabaseUrl, busy_timeout_ms: int) -> sqlite3.C
 
 
 class PostgresSaver(HoldingSaver, AsyncPostgresSaver):
-    """LangGraph's PostgreSQL saver, whose reads of a thread's latest checkpoint can be shared
-    (`reading_once`) and whose writes can be held (`holding_saves`)."""
+    """LangGraph's PostgreSQL saver under Juru's rules of reading and writing (`HoldingSaver`)."""
 
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        await self._release_held(config)
-        return await read_once(config, lambda: super(PostgresSaver, self).aget_tuple(config))
+    async def _get_tuple_now(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await AsyncPostgresSaver.aget_tuple(self, config)
 
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
+    async def _list_now(
+        self, config: RunnableConfig | None, **options: Any
     ) -> AsyncIterator[CheckpointTuple]:
-        await self._release_held(config)
-        async for item in super().alist(config, filter=filter, before=before, limit=limit):
+        async for item in AsyncPostgresSaver.alist(self, config, **options):
             yield item
 
-    async def aget_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
+    async def _delta_history_now(
+        self, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, Any]:
-        await self._release_held(config)
-        return await super().aget_delta_channel_history(config=config, channels=channels)
+        return await AsyncPostgresSaver.aget_delta_channel_history(
+            self, config=config, channels=channels
+        )
 
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        forget_reads()
-        if self._hold(config, SaverCall("put", (config, checkpoint, metadata, new_versions))):
-            return _saved_config(config, checkpoint)
-        return await super().aput(config, checkpoint, metadata, new_versions)
+    async def _put_now(self, *args: Any) -> RunnableConfig:
+        return await AsyncPostgresSaver.aput(self, *args)
 
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        forget_reads()
-        if not self._hold(config, SaverCall("put_writes", (config, writes, task_id, task_path))):
-            await super().aput_writes(config, writes, task_id, task_path)
+    async def _put_writes_now(self, *args: Any) -> None:
+        await AsyncPostgresSaver.aput_writes(self, *args)
 
-    async def save_now(self, calls: Sequence[SaverCall]) -> None:
-        for call in calls:
-            if call.method == "put":
-                await super().aput(*call.args)
-            else:
-                await super().aput_writes(*call.args)
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        forget_reads()
-        await self._release_held(None)
-        await super().adelete_thread(thread_id)
+    async def _delete_thread_now(self, thread_id: str) -> None:
+        await AsyncPostgresSaver.adelete_thread(self, thread_id)
 
 
 class IdleConnectionCheck:
