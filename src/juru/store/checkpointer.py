@@ -20,12 +20,13 @@ from langgraph.checkpoint.base import (
     CheckpointMetadata,
     CheckpointTuple,
 )
-from langgraph.checkpoint.postgres import PostgresSaver as InTransactionPostgresSaver
+from langgraph.checkpoint.postgres import PostgresSaver as SyncPostgresSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.sqlite import SqliteSaver
-from psycopg import AsyncConnection
-from psycopg.rows import dict_row
+from psycopg import AsyncConnection, Cursor
+from psycopg import Connection as PsycopgConnection
+from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 from sqlalchemy import Connection
 
@@ -312,17 +313,29 @@ class _SqliteSaverInTransaction(SqliteSaver):
             cursor.close()
 
 
+class _PostgresSaverInTransaction(SyncPostgresSaver):
+    """LangGraph's PostgreSQL saver on a connection in a transaction its owner commits, its
+    statements sent like the transaction's others: inside the write's pipeline when it has one
+    (`store.transactions.sent_together`), with no pipeline or sync of their own."""
+
+    @contextmanager
+    def _cursor(self, *, pipeline: bool = False) -> Iterator[Cursor[DictRow]]:
+        assert isinstance(self.conn, PsycopgConnection), "made with a connection, not a pool"
+        with self.conn.cursor(binary=True, row_factory=dict_row) as cursor:
+            yield cursor
+
+
 def write_saves(connection: Connection, saves: CheckpointSaves) -> None:
     """The held writes of the saver, made by LangGraph's own saver code on `connection`, inside
-    its transaction: they commit with it, or not at all."""
+    its transaction: they commit with it, or not at all. They read no result, so they may go
+    in a block of statements sent together."""
     driver = connection.connection.driver_connection
     assert driver is not None, "a connection inside a transaction has its driver's"
     saver: BaseCheckpointSaver[Any]
     if connection.dialect.name == "sqlite":
         saver = _SqliteSaverInTransaction(driver, saves.serde)
     else:
-        # A connection, not a pool: its statements join the transaction under way.
-        saver = InTransactionPostgresSaver(driver, serde=saves.serde)
+        saver = _PostgresSaverInTransaction(driver, serde=saves.serde)
     for call in saves.calls:
         call.apply(saver)
 

@@ -103,8 +103,6 @@ async def record_step(
         row = connection.execute(statement, parameters).first()
         if row is None:
             raise _LeaseLost
-        if step.saves is not None:
-            write_saves(connection, step.saves)
         paused = (
             step.status if step.status and step.status.target == RunStatus.REQUIRES_ACTION else None
         )
@@ -113,6 +111,9 @@ async def record_step(
         with sent_together(connection, when=not step.children and not (paused and step.ancestors)):
             if notices_of is not None:
                 notify(connection, notices_of(dict(row._mapping)))
+            # The checkpoint of the pause or end, before the pruning that keeps only it.
+            if step.saves is not None:
+                write_saves(connection, step.saves)
             append_transcript(connection, step.thread_id, step.run_id, step.messages, step.now)
             events = message_events(step.thread_id, step.run_id, step.messages, step.now)
             events += [step_event(number, row.cost_rupiah) for number in step.new_steps]
