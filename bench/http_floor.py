@@ -21,6 +21,7 @@ import uvicorn
 from fastapi import FastAPI
 from pydantic import BaseModel
 
+from bench.harness import cpu_seconds
 from tests.support.server import ServerProcess, free_port
 
 app = FastAPI()
@@ -60,8 +61,6 @@ async def get_run(run_id: str, wait: int | None = None) -> RunView:
 
 def measure(log: Path, pairs: int) -> float:
     """Server CPU milliseconds per pair of requests (tool outputs, then the waiting `GET`)."""
-    from bench.harness import cpu_seconds
-
     port = free_port()
     command = [sys.executable, "-m", "bench.http_floor", "--port", str(port)]
     server = ServerProcess(command, port, {}, log).start()

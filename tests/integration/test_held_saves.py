@@ -12,7 +12,12 @@ import pytest
 from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from sqlalchemy import Connection
 
-from juru.store.checkpointer import holding_saves, open_checkpointer, write_saves
+from juru.store.checkpointer import (
+    CheckpointSaves,
+    holding_saves,
+    open_checkpointer,
+    write_saves,
+)
 from juru.store.database import Database
 from juru.store.transactions import write
 from juru.store.urls import DatabaseUrl
@@ -54,6 +59,19 @@ async def latest(saver: BaseCheckpointSaver[Any], thread: Any = THREAD) -> tuple
     return await asyncio.create_task(read(), context=contextvars.Context())
 
 
+async def write_with(
+    store_database: Database, saves: CheckpointSaves, *, then_refuse: bool = False
+) -> None:
+    """A store write that makes `saves` in its transaction (and then raises, if asked)."""
+
+    def work(connection: Connection) -> None:
+        write_saves(connection, saves)
+        if then_refuse:
+            raise Refused
+
+    await write(store_database, work)
+
+
 async def test_held_saves_commit_with_the_callers_write(
     savers: tuple[Any, Any], store_database: Database
 ) -> None:
@@ -67,11 +85,7 @@ async def test_held_saves_commit_with_the_callers_write(
         saves = held.take()
         assert saves is not None and [call.method for call in saves.calls] == ["put", "put_writes"]
         assert held.take() is None
-
-        def work(connection: Connection) -> None:
-            write_saves(connection, saves)
-
-        await write(store_database, work)
+        await write_with(store_database, saves)
     assert await latest(theirs) == (second, [("task-1", "__interrupt__", "paused")])
 
 
@@ -84,13 +98,8 @@ async def test_a_write_that_fails_takes_the_held_saves_with_it(
         await save(ours, 2)
         saves = held.take()
         assert saves is not None
-
-        def work(connection: Connection) -> None:
-            write_saves(connection, saves)
-            raise Refused
-
         with pytest.raises(Refused):
-            await write(store_database, work)
+            await write_with(store_database, saves, then_refuse=True)
     assert await latest(theirs) == (first, [])
 
 
