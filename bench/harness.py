@@ -248,13 +248,15 @@ class JuruServer:
     """`juru serve` on a free port, pointed at the fake model, rate limits lifted."""
 
     def __init__(
-        self, database: Database, model: FakeModel, workers: int, env: Mapping[str, str]
+        self, database: Database, model: FakeModel, workers: int | None, env: Mapping[str, str]
     ) -> None:
         self.database, self.model, self.workers = database, model, workers
+        # Juru's own default concurrency unless a scenario needs another (`workers`).
+        chosen = {} if workers is None else {"JURU_WORKERS": str(workers)}
         self.env = {
             **os.environ,
             "JURU_DATABASE_URL": database.url,
-            "JURU_WORKERS": str(workers),
+            **chosen,
             "JURU_TIER_RATE_LIMITS": NO_RATE_LIMITS,
             "OPENAI_BASE_URL": model.base_url,
             "OPENAI_API_KEY": "bench",
@@ -349,7 +351,7 @@ class Stack:
 def stack(
     dialect: str,
     *,
-    workers: int = 8,
+    workers: int | None = None,
     latency: float = 0.2,
     tool_calls: int = 4,
     tool_name: str = TOOL_NAME,

@@ -364,6 +364,8 @@ def streams_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Row
         "db",
         "streamed runs",
         "server CPU ms/step",
+        "same server, `?wait=` runs: CPU ms/step",
+        "streamed minus `?wait=` ms/step",
         "e2e / model time",
         "DB commits/step",
         "concurrent streams",
@@ -383,6 +385,8 @@ def streams_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Row
                 result["db"],
                 str(one["runs"]),
                 _f(one["server_cpu_ms_per_step"]),
+                _f(one.get("waited_cpu_ms_per_step")),
+                _signed(_stream_extra(results, result)),
                 f"{one['ratio_median']:.3f}",
                 _f(one.get("db_commits_per_step")),
                 str(many["streams"]),
@@ -400,9 +404,26 @@ def streams_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Row
     return title, header, rows
 
 
+def _stream_extra(results: Sequence[dict[str, Any]], streams: dict[str, Any]) -> float | None:
+    """What following a run with its stream adds to a step's server CPU, against `?wait=`: the
+    two kinds of runs alternated on one server (scenario 7), or, in results of a bench that
+    did not yet alternate them, against scenario 1 of the same sitting."""
+    one = streams["sequential"]
+    if "streamed_minus_waited_ms" in one:
+        return float(one["streamed_minus_waited_ms"])
+    waited = _one(results, "overhead", streams["db"])
+    if waited is None:
+        return None
+    return float(one["server_cpu_ms_per_step"] - waited["server_cpu_ms_per_step"])
+
+
+def _signed(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.1f}"
+
+
 def stream_targets(results: Sequence[dict[str, Any]]) -> list[tuple[str, str, str, str]]:
     """The streaming issue's figures: delay, idle memory, and CPU per step with streams
-    attached against the same sitting's `?wait=` figure (scenario 1)."""
+    attached against `?wait=` (`_stream_extra`)."""
     found = []
     for result in results:
         if result["scenario"] != "streams":
@@ -426,11 +447,8 @@ def stream_targets(results: Sequence[dict[str, Any]]) -> list[tuple[str, str, st
                 _verdict(added, OPEN_STREAMS_MIB),
             )
         )
-        waited = _one(results, "overhead", db)
-        if waited is not None:
-            extra = (
-                result["sequential"]["server_cpu_ms_per_step"] - waited["server_cpu_ms_per_step"]
-            )
+        extra = _stream_extra(results, result)
+        if extra is not None:
             found.append(
                 (
                     f"CPU per step, streamed minus `?wait=` ({db})",

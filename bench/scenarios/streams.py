@@ -1,8 +1,9 @@
 """Scenario 7, streams: runs followed by their event stream instead of `?wait=`.
 
 1. The overhead loop (one run at a time, 5 model steps at 200 ms) with the client following
-   each run with `stream: true` and answering pauses from the stream: server CPU per model
-   step, to set beside scenario 1's figure of the same sitting.
+   each run with `stream: true` and answering pauses from the stream, in blocks alternating
+   with blocks of runs driven with `?wait=` as in scenario 1, on the same server: server CPU
+   per model step of each, and their difference (what a stream adds to a step).
 2. 100 runs at once, each followed by its stream, started a little apart: how long after its
    write began each durable event reaches the client (run views and messages carry the time
    the write was prepared, so queueing for the database counts too).
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -38,38 +40,64 @@ QUICK_WINDOW = 10.0
 FULL_WINDOW = 30.0
 # Events a parked run's log holds: queued, running, input, reply, step, requires_action.
 PARKED_EVENTS = 6
+# Runs per block of the one-at-a-time part, which alternates streamed and `?wait=` blocks.
+BLOCK = 5
 
 
 async def sequential(api: Api, threads: list[str], bench: Any) -> dict[str, Any]:
+    """One run at a time on each of `threads` (fresh ones, an even number), in alternating
+    blocks: runs followed by their stream, and runs driven with `?wait=` as in scenario 1, on
+    this same server. The difference of their CPU
+    per step is what attaching a stream costs, free of any difference between two servers or
+    two moments of the sitting."""
     commits_before = bench.database.commits()
     census_before = bench.server.sql_census()
-    model_before = bench.model.stats()["requests"]
-    cpu_before = bench.server.cpu_seconds()
-    ratios = []
-    for thread in threads:
-        result = await api.follow(thread)
-        if result.status != "succeeded":
-            raise RuntimeError(f"a streamed bench run ended {result.status}: {result.error}")
-        ratios.append(result.seconds / (result.steps * LATENCY))
-    cpu = bench.server.cpu_seconds() - cpu_before
-    steps = bench.model.stats()["requests"] - model_before
-    commits_after, census_after = bench.database.commits(), bench.server.sql_census()
+    spent = {"streamed": 0.0, "waited": 0.0}
+    steps = {"streamed": 0, "waited": 0}
+    ratios: dict[str, list[float]] = {"streamed": [], "waited": []}
+    streamed_commits = 0
+    for start in range(0, len(threads), 2 * BLOCK):
+        pair = threads[start : start + 2 * BLOCK]
+        half = len(pair) // 2
+        for mode, block in (("waited", pair[:half]), ("streamed", pair[half:])):
+            model_before = bench.model.stats()["requests"]
+            cpu_before = bench.server.cpu_seconds()
+            block_commits = bench.database.commits()
+            for thread in block:
+                if mode == "streamed":
+                    result = await api.follow(thread)
+                else:
+                    result = await api.drive(await api.start_run(thread), wait=30)
+                if result.status != "succeeded":
+                    raise RuntimeError(f"a {mode} bench run ended {result.status}: {result.error}")
+                ratios[mode].append(result.seconds / (result.steps * LATENCY))
+            spent[mode] += bench.server.cpu_seconds() - cpu_before
+            steps[mode] += bench.model.stats()["requests"] - model_before
+            if mode == "streamed" and block_commits is not None:
+                streamed_commits += (bench.database.commits() or 0) - block_commits
+    census_after = bench.server.sql_census()
+    total_steps = steps["streamed"] + steps["waited"]
     sql = None
     if census_before is not None and census_after is not None:
         sql = {
-            shape: (count - census_before.get(shape, 0)) / steps
+            shape: (count - census_before.get(shape, 0)) / total_steps
             for shape, count in sorted(census_after.items(), key=lambda item: -item[1])
             if count > census_before.get(shape, 0)
         }
-    commits = None
-    if commits_before is not None and commits_after is not None:
-        commits = (commits_after - commits_before) / steps
+    streamed_ms = 1000 * spent["streamed"] / steps["streamed"]
+    waited_ms = 1000 * spent["waited"] / steps["waited"]
     return {
-        "runs": len(threads),
-        "model_steps": steps,
-        "server_cpu_ms_per_step": 1000 * cpu / steps,
-        "ratio_median": sorted(ratios)[len(ratios) // 2],
-        "db_commits_per_step": commits,
+        "runs": len(ratios["streamed"]),
+        "waited_runs": len(ratios["waited"]),
+        "model_steps": steps["streamed"],
+        "server_cpu_ms_per_step": streamed_ms,
+        "waited_cpu_ms_per_step": waited_ms,
+        "streamed_minus_waited_ms": streamed_ms - waited_ms,
+        "ratio_median": statistics.median(ratios["streamed"]),
+        "waited_ratio_median": statistics.median(ratios["waited"]),
+        "db_commits_per_step": (
+            None if commits_before is None else streamed_commits / steps["streamed"]
+        ),
         "sql_per_step": sql,
     }
 
@@ -171,13 +199,14 @@ async def idle_streams(bench: Any, parked: list[str], idle_seconds: float) -> di
 async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
     runs = 5 if quick else 30
     window = QUICK_WINDOW if quick else FULL_WINDOW
-    workers = CONCURRENT_STREAMS + 28
-    with stack(dialect, workers=workers, latency=LATENCY, tool_calls=STEPS_PER_RUN - 1) as bench:
+    with stack(dialect, latency=LATENCY, tool_calls=STEPS_PER_RUN - 1) as bench:
         api = Api(bench.server.base_url, bench.key, connections=2 * CONCURRENT_STREAMS + 20)
         try:
             agent = await api.create_agent()
-            threads = [await api.create_thread(agent) for _ in range(runs + 1)]
-            await api.follow(threads.pop())  # warm-up: imports, pools
+            threads = [await api.create_thread(agent) for _ in range(2 * runs + 2)]
+            # Warm-up of both ways to follow a run: imports, pools.
+            await api.follow(threads.pop())
+            await api.drive(await api.start_run(threads.pop()))
             one_at_a_time = await sequential(api, threads, bench)
             lanes = await asyncio.gather(
                 *(api.create_thread(agent) for _ in range(CONCURRENT_STREAMS))

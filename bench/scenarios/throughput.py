@@ -74,7 +74,7 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
     warmup, window = (3.0, 5.0) if quick else (10.0, 30.0)
     rows = []
     for concurrency in levels:
-        with stack(dialect, workers=max(8, concurrency), latency=LATENCY) as bench:
+        with stack(dialect, latency=LATENCY) as bench:
             api = Api(bench.server.base_url, bench.key, connections=2 * concurrency + 10)
             try:
                 agent = await api.create_agent()

@@ -124,7 +124,7 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
     # The loaded probe's length (quick: 250 reads, whose p99 is the third slowest).
     seconds = float(os.environ.get("JURU_BENCH_READ_SECONDS", 5.0 if quick else 30.0))
     # Parked at 200 ms per call, like the other scenarios.
-    with stack(dialect, workers=ACTIVE_RUNS + 28, latency=LATENCY) as bench:
+    with stack(dialect, latency=LATENCY) as bench:
         api = Api(bench.server.base_url, bench.key, connections=2 * ACTIVE_RUNS + 50)
         try:
             agent = await api.create_agent()

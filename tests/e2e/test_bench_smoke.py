@@ -137,10 +137,17 @@ def test_streams_scenario_follows_runs_and_holds_streams_open(
     argv = ["--db", "sqlite", "--scenarios", "streams", "--quick", "--out", str(tmp_path)]
     assert run.main(argv) == 0
     result = json.loads((tmp_path / "streams-sqlite.json").read_text())
-    assert result["sequential"]["model_steps"] == result["sequential"]["runs"] * 5
+    one = result["sequential"]
+    assert one["model_steps"] == one["runs"] * 5
+    # The same server drove as many runs with `?wait=`, in alternating blocks.
+    assert one["waited_runs"] == one["runs"] and one["waited_cpu_ms_per_step"] > 0
+    difference = one["server_cpu_ms_per_step"] - one["waited_cpu_ms_per_step"]
+    assert one["streamed_minus_waited_ms"] == pytest.approx(difference)
     assert result["concurrent"]["events_timed"] > 0 and result["concurrent"]["lane_errors"] == 0
     assert 0 <= result["concurrent"]["delay_p50_ms"] <= result["concurrent"]["delay_p99_ms"]
     assert result["idle"]["open_streams"] == 20
     saved = json.loads((tmp_path / "latest.json").read_text())
     names = [name for name, _limit, _value, _verdict in report.targets(saved["results"])]
     assert any(name.startswith("event delay p99") for name in names)
+    # Without scenario 1 in the sitting, the stream's extra CPU comes from scenario 7 alone.
+    assert any(name.startswith("CPU per step, streamed minus") for name in names)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psycopg
@@ -25,10 +26,12 @@ from juru.engine.events import (
     PostgresRunEvents,
     RunEvents,
     changed_to,
+    log_grew,
     work_for,
 )
 from juru.engine.socket_events import SocketRunEvents, events_directory
 from juru.store.database import open_database
+from juru.store.run_log import RunEventRecord
 from juru.store.transactions import write
 from juru.store.urls import DatabaseUrl
 
@@ -259,6 +262,46 @@ async def test_a_stream_alone_hears_the_carried_state(pair: Pair, backend: tuple
         await asyncio.wait_for(follower.wake.wait(), WAKE_SECONDS)
         assert follower.take() == [None]
         assert follower.state == state
+
+
+def step_record(run_id: str, seq: int, note: str = "") -> RunEventRecord:
+    data = {"step_count": seq, "cost_rupiah": "12.5", "note": note}
+    return RunEventRecord(run_id, seq, "step.completed", data, datetime(2026, 12, 4, tzinfo=UTC))
+
+
+async def test_a_change_and_a_log_growth_can_carry_the_events_they_appended(
+    pair: Pair, backend: tuple[str, str]
+) -> None:
+    api, worker = pair
+    third, fourth = step_record("run_e", 3, "Halo ✓"), step_record("run_e", 4)
+    async with api.watch("run_e") as changed, api.follow("run_e") as follower:
+        # A read of the log is still to come: it will see whatever a notice carries.
+        await commit_with(backend, worker, log_grew("run_e", [third]))
+        await asyncio.wait_for(follower.wake.wait(), WAKE_SECONDS)
+        assert follower.take() == [None]
+        follower.wake.clear()
+        await commit_with(backend, worker, log_grew("run_e", [third]))
+        await asyncio.wait_for(follower.wake.wait(), WAKE_SECONDS)
+        assert follower.take() == [[third]]
+        assert not changed.is_set()  # the log grew, the run did not change
+        follower.wake.clear()
+        state = {"id": "run_e", "status": "requires_action"}
+        await commit_with(backend, worker, changed_to("run_e", state, [third, fourth]))
+        await asyncio.wait_for(follower.wake.wait(), WAKE_SECONDS)
+        assert follower.take() == [[third, fourth]]
+        assert follower.state == state
+        await asyncio.wait_for(changed.wait(), WAKE_SECONDS)
+        assert changed.state == state
+
+
+def test_events_too_large_for_a_notice_are_left_out_and_the_state_kept() -> None:
+    state = {"id": "run_t", "status": "succeeded"}
+    large = [step_record("run_t", 5, "é" * (MAX_STATE_BYTES // 2))]
+    assert changed_to("run_t", state, large) == changed_to("run_t", state)
+    assert log_grew("run_t", large) == log_grew("run_t") == "+run_t"
+    small = [step_record("run_t", 5)]
+    assert '"events":' in changed_to("run_t", state, small)
+    assert log_grew("run_t", small).startswith("+run_t [")
 
 
 def test_a_state_too_large_for_every_transport_is_not_carried() -> None:

@@ -11,12 +11,16 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
+import pytest
 from httpx import Response
-from sqlalchemy import func, select
+from sqlalchemy import Connection, func, select, update
 
-from juru.hosted.streams import Heartbeat, MessageDelta
+from juru.engine.events import log_grew
+from juru.hosted.streams import Heartbeat, MessageDelta, follow_run
+from juru.store import run_log
 from juru.store.run_log import RunEventRecord
-from juru.store.tables import run_events
+from juru.store.tables import run_events, runs
+from juru.store.transactions import write
 from juru.store.usage import charges_of_run
 from tests.support.fake_openai import FakeOpenAIServer
 from tests.support.hosted import HostedHarness, api_error, demo_answer
@@ -301,7 +305,13 @@ class TestFollowing:
         await hosted.answer(paused, "sunny, 31 C")
         await hosted.work()
         rest = [item async for item in items if not isinstance(item, Heartbeat)]
-        assert [getattr(i, "seq", None) for i in rest] == [7, 8, 9, 10, 11]
+        durable = [item for item in rest if isinstance(item, RunEventRecord)]
+        assert [event.seq for event in durable] == [7, 8, 9, 10, 11]
+        # The answer's text, if it came in pieces, came before the answer.
+        answer = durable[2]
+        assert answer.data["role"] == "assistant"
+        pieces = [i for i in rest if isinstance(i, MessageDelta)]
+        assert all(rest.index(piece) < rest.index(answer) for piece in pieces)
 
     async def test_an_idle_stream_keeps_none_of_the_events_it_sent(
         self, hosted: HostedHarness
@@ -395,3 +405,121 @@ async def wait_until(condition: Any) -> None:
             return
         await asyncio.sleep(0.01)
     raise AssertionError("condition not met in time")
+
+
+class TestCarriedEvents:
+    """A write's notice carries the events it appended; a stream sends them without reading
+    the log, and reads it only when they do not follow the last event it sent."""
+
+    async def test_a_steps_notice_carries_its_events_as_the_log_holds_them(
+        self, hosted: HostedHarness, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        events = hosted.context.machine.events
+        sent: list[str] = []
+        deliver = events.committed
+
+        async def recording(*payloads: str) -> None:
+            sent.extend(payloads)
+            await deliver(*payloads)
+
+        monkeypatch.setattr(events, "committed", recording)
+        run = await hosted.new_run()
+        await run_to_the_end(hosted, run["id"])
+        carried = [
+            json.loads(payload.partition(" ")[2])["events"]
+            for payload in sent
+            if payload.startswith(f"#{run['id']} ") and '"events":' in payload
+        ]
+        logged = await run_log.events_after(hosted.context.engine, run["id"], 0)
+        held = {event.seq: (event.type, event.data) for event in logged}
+        # The pause's write and the end's (each its messages, its step and its status), and
+        # between them the tool outputs' status change.
+        step = ["message.completed", "message.completed", "step.completed", "run.status"]
+        assert [[item["type"] for item in listed] for listed in carried] == [
+            step,
+            ["run.status"],
+            step,
+        ]
+        for listed in carried:
+            for item in listed:
+                assert held[item["seq"]] == (item["type"], item["data"])
+        assert [listed[-1]["data"]["status"] for listed in carried] == [
+            "requires_action",
+            "running",
+            "succeeded",
+        ]
+
+    async def test_a_stream_sends_carried_events_and_reads_the_log_after_a_gap(
+        self, hosted: HostedHarness
+    ) -> None:
+        run = await hosted.new_run()  # its log holds `run.status: queued`, id 1
+        engine, events = hosted.context.engine, hosted.context.machine.events
+        now = hosted.clock.now()
+
+        async def logged(*steps: int) -> list[RunEventRecord]:
+            """Steps appended to the log with no notice, as the log then holds them."""
+            new = [run_log.step_event(step, Decimal(step)) for step in steps]
+            await write(engine, lambda c: run_log.append_events(c, run["id"], new, now))
+            return (await run_log.events_after(engine, run["id"], 0))[-len(steps) :]
+
+        def carrying(*records: RunEventRecord) -> str:
+            return log_grew(run["id"], list(records))
+
+        def as_carried(record: RunEventRecord, note: str) -> RunEventRecord:
+            return RunEventRecord(record.run_id, record.seq, record.type, {"note": note}, now)
+
+        following = follow_run(engine, events, run["id"], 0, ended=False, heartbeat_seconds=60)
+        assert (await anext(following)).seq == 1
+        [second] = await logged(2)
+        # Its notice carried it: the stream sends it as carried, and reads nothing.
+        events.deliver(carrying(as_carried(second, "carried")))
+        assert await asyncio.wait_for(anext(following), 10) == as_carried(second, "carried")
+        third, fourth = await logged(3, 4)
+        # Carried again (sent already), then a notice of the fourth alone: the stream missed
+        # the third, so it reads the log.
+        events.deliver(carrying(as_carried(second, "again")))
+        events.deliver(carrying(as_carried(fourth, "carried")))
+        assert await asyncio.wait_for(anext(following), 10) == third
+        assert await asyncio.wait_for(anext(following), 10) == fourth
+        [fifth] = await logged(5)
+        events.deliver(carrying(as_carried(fourth, "again"), as_carried(fifth, "carried")))
+        events.deliver(carrying(as_carried(fifth, "again")))
+        # A list that starts with one sent already is read; nothing is sent twice.
+        assert await asyncio.wait_for(anext(following), 10) == fifth
+        [sixth] = await logged(6)
+        events.deliver(carrying(as_carried(sixth, "carried")))
+        assert await asyncio.wait_for(anext(following), 10) == as_carried(sixth, "carried")
+        await following.aclose()
+
+    async def test_a_runs_update_says_which_ids_its_next_events_get(
+        self, hosted: HostedHarness
+    ) -> None:
+        run = await hosted.new_run()  # event 1
+        engine, now = hosted.context.engine, hosted.clock.now()
+        message = run_log.message_events(
+            run["thread_id"], run["id"], [{"message_id": "m1", "role": "user"}], now
+        )
+        await write(engine, lambda c: run_log.append_events(c, run["id"], message, now))
+        touch = (
+            update(runs)
+            .where(runs.c.id == run["id"])
+            .values(updated_at=now)
+            .returning(*run_log.log_tail_columns())
+        )
+
+        async def appended(new: list[run_log.NewRunEvent]) -> list[int] | None:
+            def work(connection: Connection) -> Any:
+                keys = run_log.event_keys(new)
+                return connection.execute(touch, {"log_keys": keys}).one()._mapping
+
+            row = await write(engine, work)
+            records = run_log.appended_records(run["id"], new, row, now)
+            return None if records is None else [record.seq for record in records]
+
+        fresh = run_log.message_events(
+            run["thread_id"], run["id"], [{"message_id": "m2", "role": "user"}], now
+        )
+        assert await appended([*fresh, run_log.step_event(1, Decimal(0))]) == [3, 4]
+        assert await appended([]) == []
+        # A redone step's event is in the log already: the ids of the rest are not known.
+        assert await appended([*fresh, *message]) is None

@@ -4,8 +4,10 @@ does it; on PostgreSQL, LISTEN/NOTIFY carries the same events between processes,
 datagram sockets (`engine.socket_events`).
 
 A payload is a run id (its status or lease changed, and its log may have grown), `#<run id>
-<json>` (the same, with the run as the change left it: its watchers need not read it),
-`+<run id>` (its log grew, nothing else changed), `~<run id> <json>` (an ephemeral text delta,
+<json>` (the same, with the run as the change left it, `{"run": ...}`, and the events the change
+appended to its log, `"events": [...]`, when they are known and fit: its watchers and followers
+need not read them), `+<run id>` (its log grew, nothing else changed; `+<run id> <json>` with
+the events appended, a list), `~<run id> <json>` (an ephemeral text delta,
 for streams only), `=<run id>` (only its lease changed: no event for its followers), `?<run
 id>` (a stream follows the run: its model calls should stream their text), HELLO (a process
 just started: tell it which runs you follow), WORK (a run needs a worker: every idle one
@@ -18,16 +20,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import logging
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol
 
 import psycopg
+
+from juru.store.run_log import RunEventRecord
 
 logger = logging.getLogger(__name__)
 CHANNEL = "juru_runs"
@@ -57,8 +63,13 @@ def work_for(worker: str | None) -> str:
     return WORK if worker is None else f"{WORK} {worker}"
 
 
-def log_grew(run_id: str) -> str:
-    """The payload saying that the run's log grew and nothing else of it changed."""
+def log_grew(run_id: str, events: Sequence[RunEventRecord] | None = None) -> str:
+    """The payload saying that the run's log grew and nothing else of it changed; with
+    `events`, the ones appended (left out where they would not fit in a notice)."""
+    if events:
+        payload = f"{LOG_GREW}{run_id} {_json([_event_json(event) for event in events])}"
+        if len(payload.encode()) <= MAX_STATE_BYTES:
+            return payload
     return LOG_GREW + run_id
 
 
@@ -67,11 +78,58 @@ def lease_moved(run_id: str) -> str:
     return LEASE + run_id
 
 
-def changed_to(run_id: str, state: dict[str, Any]) -> str:
-    """The payload saying that the run changed and now stands as `state` (JSON values), or,
-    where that would not fit in a notice, only that it changed."""
-    payload = f"{STATE}{run_id} {json.dumps(state, ensure_ascii=False, separators=(',', ':'))}"
+def changed_to(
+    run_id: str, state: dict[str, Any] | None, events: Sequence[RunEventRecord] | None = None
+) -> str:
+    """The payload saying that the run changed and now stands as `state` (JSON values; None:
+    not carried), with the `events` the change appended to its log; what would not fit in a
+    notice is left out (the events first, then the state: then it says only that the run
+    changed)."""
+    carried: dict[str, Any] = {} if state is None else {"run": state}
+    if events:
+        listed = [_event_json(event) for event in events]
+        payload = f"{STATE}{run_id} {_json({**carried, 'events': listed})}"
+        if len(payload.encode()) <= MAX_STATE_BYTES:
+            return payload
+    if not carried:
+        return run_id
+    payload = f"{STATE}{run_id} {_json(carried)}"
     return payload if len(payload.encode()) <= MAX_STATE_BYTES else run_id
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _event_json(event: RunEventRecord) -> dict[str, Any]:
+    return {
+        "seq": event.seq,
+        "type": event.type,
+        "data": event.data,
+        "created_at": event.created_at.isoformat(),
+    }
+
+
+def _events_from(run_id: str, carried: Any) -> list[RunEventRecord] | None:
+    """The events a notice carried, or None when it carried none (or not in their shape)."""
+    if not isinstance(carried, list) or not carried:
+        return None
+    try:
+        events = [
+            RunEventRecord(
+                run_id,
+                int(item["seq"]),
+                str(item["type"]),
+                dict(item["data"]),
+                datetime.fromisoformat(item["created_at"]),
+            )
+            for item in carried
+        ]
+    except (KeyError, TypeError, ValueError):
+        logger.warning("the events carried by a notice of run %s were malformed; dropped", run_id)
+        return None
+    ordered = all(b.seq == a.seq + 1 for a, b in itertools.pairwise(events))
+    return events if ordered else None
 
 
 class RunChanged(asyncio.Event):
@@ -95,28 +153,40 @@ class RunChanged(asyncio.Event):
         return state
 
 
+# What woke a follower: a text delta (a dict), events appended to the run's log as their
+# notice carried them (a list, in order), or None where the log grew and it must be read.
+Arrival = dict[str, Any] | list[RunEventRecord] | None
+
+
 @dataclass(eq=False)
 class Follower:
-    """What woke a stream following a run, in the order it arrived: text deltas, and `None`
-    where the run's log grew (a delta sent before a write is seen before that write's events).
-    It starts with one `None`: the log is read first."""
+    """What woke a stream following a run, in the order it arrived (`Arrival`): a delta sent
+    before a write is seen before that write's events. It starts with one `None`: the log is
+    read first."""
 
     wake: asyncio.Event = field(default_factory=asyncio.Event)
-    arrivals: list[dict[str, Any] | None] = field(default_factory=lambda: [None])
+    arrivals: list[Arrival] = field(default_factory=lambda: [None])
     # The run as the last status notice carried it (`changed_to`), or None.
     state: dict[str, Any] | None = None
 
-    def take(self) -> list[dict[str, Any] | None]:
+    def take(self) -> list[Arrival]:
         arrivals, self.arrivals = self.arrivals, []
         return arrivals
 
-    def changed(self, state: dict[str, Any] | None) -> None:
+    def changed(
+        self, state: dict[str, Any] | None, events: list[RunEventRecord] | None = None
+    ) -> None:
         self.state = state
-        self.log_grew()
+        self.log_grew(events)
 
-    def log_grew(self) -> None:
+    def log_grew(self, events: list[RunEventRecord] | None = None) -> None:
+        """The log grew by `events` (None: by events not known here, to be read)."""
         if not self.arrivals or self.arrivals[-1] is not None:
-            self.arrivals.append(None)
+            # A read still to come sees these events too: they need no place of their own.
+            if events is not None and len(self.arrivals) < MAX_PENDING_DELTAS:
+                self.arrivals.append(events)
+            else:
+                self.arrivals.append(None)
         self.wake.set()
 
     def delta(self, delta: dict[str, Any]) -> None:
@@ -227,14 +297,16 @@ class LocalRunEvents:
             return
         if payload.startswith(STATE):
             run_id, _, text = payload[1:].partition(" ")
-            self._deliver_change(run_id, self._state(run_id, text))
+            self._deliver_change(run_id, *self._carried(run_id, text))
             return
-        run_id = payload.removeprefix(LOG_GREW)
-        if run_id == payload:
-            self._deliver_change(run_id, None)
+        if not payload.startswith(LOG_GREW):
+            self._deliver_change(payload, None, None)
             return
-        for follower in self._followers.get(run_id, ()):
-            follower.log_grew()
+        run_id, _, text = payload[1:].partition(" ")
+        followers = self._followers.get(run_id, ())
+        events = _events_from(run_id, self._json_of(run_id, text)) if followers and text else None
+        for follower in followers:
+            follower.log_grew(events)
 
     def _deliver_work(self, worker: str) -> None:
         if not worker:
@@ -253,21 +325,38 @@ class LocalRunEvents:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    def _deliver_change(self, run_id: str, state: dict[str, Any] | None) -> None:
+    def _deliver_change(
+        self,
+        run_id: str,
+        state: dict[str, Any] | None,
+        events: list[RunEventRecord] | None,
+    ) -> None:
         for event in (*self._watchers.get(run_id, ()), *self._lease_watchers.get(run_id, ())):
             event.changed(state)
         for follower in self._followers.get(run_id, ()):
-            follower.changed(state)
+            follower.changed(state, events)
 
-    def _state(self, run_id: str, text: str) -> dict[str, Any] | None:
-        if not self._watchers.get(run_id) and not self._followers.get(run_id):
-            return None  # nobody here would use it
+    def _carried(
+        self, run_id: str, text: str
+    ) -> tuple[dict[str, Any] | None, list[RunEventRecord] | None]:
+        """The run's state and the events a `changed_to` notice carried (None for either it
+        did not, or where nobody here would use them)."""
+        followed = bool(self._followers.get(run_id))
+        if not self._watchers.get(run_id) and not followed:
+            return None, None
+        carried = self._json_of(run_id, text)
+        if not isinstance(carried, dict):
+            return None, None
+        state = carried.get("run")
+        events = _events_from(run_id, carried.get("events")) if followed else None
+        return (state if isinstance(state, dict) else None), events
+
+    def _json_of(self, run_id: str, text: str) -> Any:
         try:
-            state = json.loads(text)
+            return json.loads(text)
         except ValueError:
-            logger.warning("the state carried by a notice of run %s was not JSON; dropped", run_id)
+            logger.warning("what a notice of run %s carried was not JSON; dropped", run_id)
             return None
-        return state if isinstance(state, dict) else None
 
     def _deliver_delta(self, run_id: str, text: str) -> None:
         followers = self._followers.get(run_id)

@@ -24,6 +24,7 @@ from juru.store import steps as step_store
 from juru.store.database import Database
 from juru.store.holds import Hold
 from juru.store.records import RunRecord
+from juru.store.run_log import RunEventRecord
 from juru.store.run_state import run_state
 from juru.store.runs import RunGuard
 from juru.store.steps import StatusChange, StepWrite
@@ -82,9 +83,15 @@ class RunMachine:
         work: str | None = None,
     ) -> RunRecord | None:
         # The move's own transaction tells the other processes (and, with `work`, a
-        # `work_for` payload, the workers it names); this process hears of it once it committed.
-        payloads = (run_id, work) if work is not None else (run_id,)
+        # `work_for` payload, the workers it names), carrying the status event it appended
+        # for the run's streams; this process hears of it once it committed.
+        payloads = [run_id, work] if work is not None else [run_id]
         ended_below: list[str] = []
+
+        def notices_of(appended: Sequence[RunEventRecord] | None) -> list[Notice]:
+            payloads[0] = changed_to(run_id, None, appended)
+            return self.events.notices(*payloads)
+
         moved = await run_store.transition_run(
             self.engine,
             run_id,
@@ -95,7 +102,7 @@ class RunMachine:
             guard,
             hold=hold,
             release_unclaimed_hold=release_unclaimed_hold,
-            notices=self.events.notices(*payloads),
+            notices_of=notices_of,
             ended_below=ended_below,
             wall_clock_seconds=self.limits.wall_clock_seconds,
         )
@@ -162,10 +169,15 @@ class RunMachine:
         if step.children or (ends and step.ancestors):
             payloads.append(WORK)  # children to start, or a parent that may go on
 
-        def notices_of(run: Mapping[str, Any]) -> list[Notice]:
-            if pauses or ends:
-                # What its `?wait=` waiters answer with: they need not read it again.
-                payloads[0] = changed_to(step.run_id, run_state(run))
+        def notices_of(
+            run: Mapping[str, Any], appended: Sequence[RunEventRecord] | None
+        ) -> list[Notice]:
+            # What its `?wait=` waiters answer with, and what its streams send: neither need
+            # read the run or its log again.
+            if step.status is None:
+                payloads[0] = log_grew(step.run_id, appended)
+            else:
+                payloads[0] = changed_to(step.run_id, run_state(run), appended)
             return self.events.notices(*payloads)
 
         recorded = await step_store.record_step(self.engine, step, rules, notices_of)

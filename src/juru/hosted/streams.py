@@ -1,8 +1,9 @@
 """Following a run: its durable events after a given id, then live ones, until it ends.
 
 A follower holds no database connection while it waits: it reads the log (one short query)
-only when the run's events say the log grew, and is otherwise woken by text deltas (ephemeral,
-never read from the database) or by its heartbeat.
+only when the run's events say the log grew without carrying what it grew by, or carry events
+that do not follow the last one it sent (it missed some); otherwise it sends what the notice
+carried, text deltas (ephemeral, never read from the database) or its heartbeat.
 """
 
 from __future__ import annotations
@@ -77,14 +78,20 @@ async def follow_run(
         while True:
             follower.wake.clear()
             for arrival in follower.take():
-                if arrival is not None:
+                if isinstance(arrival, dict):
                     message_id, text = arrival.get("message_id"), arrival.get("delta")
                     wellformed = isinstance(message_id, str) and isinstance(text, str)
                     if wellformed and message_id not in completed:
                         yield MessageDelta(str(message_id), str(text))
                     continue
+                carried = arrival
                 while True:
-                    page = await run_log.events_after(engine, run_id, last)
+                    if carried is not None and carried[-1].seq <= last:
+                        break  # a read sent them already
+                    if carried is not None and carried[0].seq == last + 1:
+                        page = carried  # as their write's notice carried them: no read
+                    else:
+                        page = await run_log.events_after(engine, run_id, last)
                     for event in page:
                         if on_status is not None and event.type == RunEventType.STATUS:
                             on_status(event, follower.state)
@@ -98,8 +105,9 @@ async def follow_run(
                         if _may_start_work(event):
                             # A worker may take the run up now: its calls should stream.
                             await events.announce_interest(run_id)
-                    if len(page) < run_log.PAGE:
+                    if page is carried or len(page) < run_log.PAGE:
                         break
+                    carried = None
                 # An idle stream keeps nothing it sent (a replayed page is kilobytes per stream).
                 page, event = [], None
                 if ended:

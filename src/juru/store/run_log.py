@@ -16,7 +16,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Connection, RowMapping, bindparam, delete, func, select
+from sqlalchemy import Connection, RowMapping, bindparam, delete, exists, func, select
 
 from juru.core.run_events import RunEventType
 from juru.store.database import Database, dialect_insert
@@ -95,11 +95,16 @@ def message_events(
     ]
 
 
+def step_key(step_count: int) -> str:
+    """The key of the `step.completed` event of model step `step_count`."""
+    return f"step:{step_count}"
+
+
 def step_event(step_count: int, cost_rupiah: Decimal) -> NewRunEvent:
     return NewRunEvent(
         RunEventType.STEP_COMPLETED,
         {"step_count": step_count, "cost_rupiah": str(cost_rupiah)},
-        key=f"step:{step_count}",
+        key=step_key(step_count),
     )
 
 
@@ -142,6 +147,50 @@ def append_to_logs(
         for run_id, event in events
     ]
     connection.execute(_append_statement(connection.dialect.name), rows)
+
+
+def log_tail_columns() -> tuple[Any, Any]:
+    """Two columns for the RETURNING of an UPDATE of `runs`: `log_last_seq`, the last id in the
+    run's log, and `log_has_keys`, whether an event with one of the keys of the (expanding)
+    parameter `log_keys` is in it. The update locked the run's row, which every writer of its
+    log does first: the events this transaction appends next get the ids after `log_last_seq`,
+    in order, unless one of them is there already (a redone step's), which writes nothing."""
+    last = (
+        select(func.coalesce(func.max(run_events.c.seq), 0))
+        .where(run_events.c.run_id == runs.c.id)
+        .correlate(runs)
+        .scalar_subquery()
+        .label("log_last_seq")
+    )
+    known = (
+        exists()
+        .where(
+            run_events.c.run_id == runs.c.id,
+            run_events.c.key.in_(bindparam("log_keys", expanding=True)),
+        )
+        .correlate(runs)
+        .label("log_has_keys")
+    )
+    return last, known
+
+
+def appended_records(
+    run_id: str, events: Sequence[NewRunEvent], row: RowMapping, now: datetime
+) -> list[RunEventRecord] | None:
+    """The records `append_events(run_id, events)` writes, from `row`, the run's update with
+    `log_tail_columns` (and `log_keys` the events' keys); None when a key was there already
+    (some of the events will not be written, and the ids of the others are not known here)."""
+    if row["log_has_keys"]:
+        return None
+    first = int(row["log_last_seq"]) + 1
+    return [
+        RunEventRecord(run_id, first + index, event.type.value, event.data, now)
+        for index, event in enumerate(events)
+    ]
+
+
+def event_keys(events: Sequence[NewRunEvent]) -> list[str]:
+    return [event.key for event in events if event.key is not None]
 
 
 _EVENTS_AFTER = (

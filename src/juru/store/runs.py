@@ -21,7 +21,14 @@ from juru.store.holds import Hold, give_back, insert_hold, remove_hold, reserve
 from juru.store.hosted import page_of
 from juru.store.pages import Page, PageRequest
 from juru.store.records import RunRecord
-from juru.store.run_log import append_events, append_to_logs, status_event
+from juru.store.run_log import (
+    RunEventRecord,
+    append_events,
+    append_to_logs,
+    appended_records,
+    log_tail_columns,
+    status_event,
+)
 from juru.store.run_tree import end_descendants, lock_descendants, withdraw_calls
 from juru.store.tables import ACTIVE_RUN_STATUSES, accounts, agents, runs
 from juru.store.transactions import Notice, notify, write
@@ -209,6 +216,20 @@ def run_update_parameters(
     return parameters
 
 
+# The notices a status change sends, from the event it appends to the run's log as the log
+# will hold it (None where that is not known).
+TransitionNotices = Callable[[Sequence[RunEventRecord] | None], Sequence[Notice]]
+
+
+@lru_cache(maxsize=256)
+def _transition_update(
+    sources: tuple[str, ...], guards: tuple[str, ...], columns: tuple[str, ...]
+) -> Any:
+    """A status change's UPDATE, returning the run and where its log stands
+    (`run_log.log_tail_columns`); built once per shape."""
+    return run_update(sources, guards, columns).returning(*log_tail_columns())
+
+
 # A run's hold that did not fit, forgotten (the run takes one when it is claimed).
 _WITHOUT_HOLD = (
     update(runs)
@@ -233,7 +254,7 @@ async def transition_run(
     *,
     hold: Hold | None = None,
     release_unclaimed_hold: bool = False,
-    notices: Sequence[Notice] = (),
+    notices_of: TransitionNotices | None = None,
     ended_below: list[str] | None = None,
     wall_clock_seconds: float = 600.0,
 ) -> RunRecord | None:
@@ -269,14 +290,18 @@ async def transition_run(
         if hold is not None:
             insert_hold(connection, hold)
             values.update(hold_id=hold.id, hold_rupiah=hold.amount)
-        statement = run_update(source_values, guard.names(), tuple(values))
-        row = connection.execute(statement, run_update_parameters(run_id, guard, values)).first()
+        statement = _transition_update(source_values, guard.names(), tuple(values))
+        parameters = run_update_parameters(run_id, guard, values)
+        row = connection.execute(statement, {**parameters, "log_keys": []}).first()
         if row is None:
             raise _NotMoved
+        event = status_event(row._mapping)
+        if notices_of is not None:
+            notify(connection, notices_of(appended_records(run_id, [event], row._mapping, now)))
         released = Decimal(0)
         if unclaimed is not None and unclaimed.hold_id is not None:
             released = remove_hold(connection, unclaimed.hold_id)
-        append_events(connection, run_id, [status_event(row._mapping)], now)
+        append_events(connection, run_id, [event], now)
         if target.is_terminal:
             ended = end_descendants(connection, run_id, now)
             if row.parent_run_id is not None:
@@ -292,7 +317,7 @@ async def transition_run(
         return RunRecord.from_row(row._mapping)
 
     try:
-        return await write(engine, move, notices)
+        return await write(engine, move)
     except _NotMoved:
         return None
 

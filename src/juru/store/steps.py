@@ -9,6 +9,7 @@ message id (a second write of an id updates its row in place), a charge by its `
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,7 +23,17 @@ from juru.core.states import RunStatus, check_transition
 from juru.store.checkpointer import CheckpointSaves, write_saves
 from juru.store.database import Database
 from juru.store.pruning import keep_latest_checkpoints
-from juru.store.run_log import append_events, message_events, status_event, step_event
+from juru.store.run_log import (
+    RunEventRecord,
+    append_events,
+    appended_records,
+    event_keys,
+    log_tail_columns,
+    message_events,
+    status_event,
+    step_event,
+    step_key,
+)
 from juru.store.run_state import RUN_STATE_COLUMNS
 from juru.store.run_tree import insert_children, pause_ancestors, roll_up
 from juru.store.runs import RunGuard, run_update, run_update_parameters
@@ -67,8 +78,20 @@ class StepWrite:
     prune_thread: str | None = None
 
 
-# The notices a step's write sends, from the run's row as the write left it (`RUN_STATE_COLUMNS`).
-NoticesOf = Callable[[Mapping[str, Any]], Sequence[Notice]]
+# The notices a step's write sends, from the run's row as the write left it (`RUN_STATE_COLUMNS`)
+# and the events it appends to the run's log, as the log will hold them (None where that is not
+# known: see `run_log.appended_records`).
+NoticesOf = Callable[[Mapping[str, Any], Sequence[RunEventRecord] | None], Sequence[Notice]]
+
+
+@functools.cache
+def _step_update(sources: tuple[str, ...], columns: tuple[str, ...], add_cost: bool) -> Any:
+    """The step's UPDATE of its run, under the worker's lease, returning the run's state and
+    where its log stands (`run_log.log_tail_columns`); built once per shape."""
+    statement = run_update(
+        sources, ("held_by",), columns, add_cost=add_cost, returning=RUN_STATE_COLUMNS
+    )
+    return statement.returning(*log_tail_columns())
 
 
 class _LeaseLost(Exception):
@@ -85,6 +108,9 @@ async def record_step(
         for source in step.status.sources:
             check_transition(source, step.status.target)
 
+    messages = message_events(step.thread_id, step.run_id, step.messages, step.now)
+    keys = event_keys(messages) + [step_key(number) for number in step.new_steps]
+
     def work(connection: Connection) -> None:
         charges = [take_charge(connection, charge, rules, step.tier) for charge in step.charges]
         cost = sum((charge.cost for charge in charges), Decimal(0))
@@ -96,13 +122,14 @@ async def record_step(
             values.update(step.status.values, status=step.status.target.value)
             sources = tuple(sorted(source.value for source in step.status.sources))
         guard = RunGuard(held_by=step.worker)
-        statement = run_update(
-            sources, ("held_by",), tuple(values), add_cost=bool(cost), returning=RUN_STATE_COLUMNS
-        )
+        statement = _step_update(sources, tuple(values), bool(cost))
         parameters = run_update_parameters(step.run_id, guard, values, cost if cost else None)
-        row = connection.execute(statement, parameters).first()
+        row = connection.execute(statement, {**parameters, "log_keys": keys}).first()
         if row is None:
             raise _LeaseLost
+        events = messages + [step_event(number, row.cost_rupiah) for number in step.new_steps]
+        # The run's own events: a copy of the others goes up to the ancestors.
+        own = [*events, status_event(row._mapping)] if step.status is not None else events
         paused = (
             step.status if step.status and step.status.target == RunStatus.REQUIRES_ACTION else None
         )
@@ -110,17 +137,14 @@ async def record_step(
         # above it: on PostgreSQL it goes out in one round trip instead of up to five.
         with sent_together(connection, when=not step.children and not (paused and step.ancestors)):
             if notices_of is not None:
-                notify(connection, notices_of(dict(row._mapping)))
+                appended = appended_records(step.run_id, own, row._mapping, step.now)
+                notify(connection, notices_of(dict(row._mapping), appended))
             # The checkpoint of the pause or end, before the pruning that keeps only it.
             if step.saves is not None:
                 write_saves(connection, step.saves)
             append_transcript(connection, step.thread_id, step.run_id, step.messages, step.now)
-            events = message_events(step.thread_id, step.run_id, step.messages, step.now)
-            events += [step_event(number, row.cost_rupiah) for number in step.new_steps]
             roll_up(connection, step.ancestors, cost, step.now, events, step.run_id)
-            if step.status is not None:
-                events.append(status_event(row._mapping))
-            append_events(connection, step.run_id, events, step.now)
+            append_events(connection, step.run_id, own, step.now)
             # A run's own write never ends it with a child still active: the write that starts
             # children gives up the run's lease, and a run with an active child is not claimed.
             if step.children:
