@@ -423,8 +423,13 @@ class TestCarriedEvents:
             await deliver(*payloads)
 
         monkeypatch.setattr(events, "committed", recording)
+        # Without a stream to send them, notices carry no events.
+        unfollowed = await hosted.new_run()
+        await run_to_the_end(hosted, unfollowed["id"])
+        assert sent and not [payload for payload in sent if '"events":' in payload]
         run = await hosted.new_run()
-        await run_to_the_end(hosted, run["id"])
+        async with events.follow(run["id"]):
+            await run_to_the_end(hosted, run["id"])
         carried = [
             json.loads(payload.partition(" ")[2])["events"]
             for payload in sent

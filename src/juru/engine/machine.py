@@ -89,7 +89,7 @@ class RunMachine:
         ended_below: list[str] = []
 
         def notices_of(appended: Sequence[RunEventRecord] | None) -> list[Notice]:
-            payloads[0] = changed_to(run_id, None, appended)
+            payloads[0] = changed_to(run_id, None, self._for_streams(run_id, appended))
             return self.events.notices(*payloads)
 
         moved = await run_store.transition_run(
@@ -115,6 +115,14 @@ class RunMachine:
             if target.is_terminal and moved.parent_run_id is not None:
                 await self.events.announce_work()  # its parent may go on
         return moved
+
+    def _for_streams(
+        self, run_id: str, appended: Sequence[RunEventRecord] | None
+    ) -> Sequence[RunEventRecord] | None:
+        """The events a write appended, for its notice to carry when a stream follows the run
+        (here or, as far as this process heard, in another one); None otherwise: a stream
+        this process has not heard of reads them."""
+        return appended if appended and self.events.followed(run_id) else None
 
     def _ended(self, **values: Any) -> dict[str, Any]:
         now = self.clock.now()
@@ -174,10 +182,11 @@ class RunMachine:
         ) -> list[Notice]:
             # What its `?wait=` waiters answer with, and what its streams send: neither need
             # read the run or its log again.
+            carried = self._for_streams(step.run_id, appended)
             if step.status is None:
-                payloads[0] = log_grew(step.run_id, appended)
+                payloads[0] = log_grew(step.run_id, carried)
             else:
-                payloads[0] = changed_to(step.run_id, run_state(run), appended)
+                payloads[0] = changed_to(step.run_id, run_state(run), carried)
             return self.events.notices(*payloads)
 
         recorded = await step_store.record_step(self.engine, step, rules, notices_of)
