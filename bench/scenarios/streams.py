@@ -46,10 +46,10 @@ BLOCK = 5
 
 async def sequential(api: Api, threads: list[str], bench: Any) -> dict[str, Any]:
     """One run at a time on each of `threads` (fresh ones, an even number), in alternating
-    blocks: runs followed by their stream, and runs driven with `?wait=` as in scenario 1, on
-    this same server. The difference of their CPU
-    per step is what attaching a stream costs, free of any difference between two servers or
-    two moments of the sitting."""
+    blocks: runs driven with `?wait=` as in scenario 1, and runs followed by their stream, on
+    this same server. The difference of their CPU per step is what attaching a stream costs,
+    free of any difference between two servers or two moments of the sitting. The SQL census,
+    when on, counts both kinds of runs."""
     commits_before = bench.database.commits()
     census_before = bench.server.sql_census()
     spent = {"streamed": 0.0, "waited": 0.0}
