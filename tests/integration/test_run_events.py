@@ -21,7 +21,7 @@ from sqlalchemy import Connection
 from juru.engine import events as events_module
 from juru.engine.events import (
     CHANNEL,
-    MAX_STATE_BYTES,
+    MAX_NOTICE_BYTES,
     LocalRunEvents,
     PostgresRunEvents,
     RunEvents,
@@ -232,9 +232,9 @@ async def test_a_change_can_carry_the_run_as_it_left_it(
     api, worker = pair
     state: dict[str, object] = {"id": "run_s", "status": "requires_action", "n": 2, "note": ""}
     # As large as a notice carries: every transport must take it whole.
-    room = MAX_STATE_BYTES - len(changed_to("run_s", state).encode())
+    room = MAX_NOTICE_BYTES - len(changed_to("run_s", state).encode())
     state["note"] = "Halo, dunia ✓ " + "x" * (room - len("Halo, dunia ✓ ".encode()))
-    assert len(changed_to("run_s", state).encode()) == MAX_STATE_BYTES
+    assert len(changed_to("run_s", state).encode()) == MAX_NOTICE_BYTES
     async with api.watch("run_s") as changed, api.follow("run_s") as follower:
         follower.take()
         follower.wake.clear()
@@ -296,7 +296,7 @@ async def test_a_change_and_a_log_growth_can_carry_the_events_they_appended(
 
 def test_events_too_large_for_a_notice_are_left_out_and_the_state_kept() -> None:
     state = {"id": "run_t", "status": "succeeded"}
-    large = [step_record("run_t", 5, "é" * (MAX_STATE_BYTES // 2))]
+    large = [step_record("run_t", 5, "é" * (MAX_NOTICE_BYTES // 2))]
     assert changed_to("run_t", state, large) == changed_to("run_t", state)
     assert log_grew("run_t", large) == log_grew("run_t") == "+run_t"
     small = [step_record("run_t", 5)]
@@ -305,9 +305,9 @@ def test_events_too_large_for_a_notice_are_left_out_and_the_state_kept() -> None
 
 
 def test_a_state_too_large_for_every_transport_is_not_carried() -> None:
-    fits = {"id": "run_t", "output": "x" * (MAX_STATE_BYTES - 100)}
+    fits = {"id": "run_t", "output": "x" * (MAX_NOTICE_BYTES - 100)}
     assert changed_to("run_t", fits).startswith("#run_t {")
-    too_large = {"id": "run_t", "output": "é" * (MAX_STATE_BYTES // 2)}  # two bytes each
+    too_large = {"id": "run_t", "output": "é" * (MAX_NOTICE_BYTES // 2)}  # two bytes each
     assert changed_to("run_t", too_large) == "run_t"
 
 

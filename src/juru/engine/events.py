@@ -50,12 +50,14 @@ INTEREST_SECONDS = 3600.0
 REANNOUNCE_SECONDS = 60.0
 # How long a stopping process waits for its listener and its sender connection.
 STOP_SECONDS = 5.0
-# Deltas a follower keeps while its stream is busy writing; older ones are dropped (they are
-# ephemeral: the message's `message.completed` holds the whole text).
-MAX_PENDING_DELTAS = 1000
-# The largest run state a notice carries: every transport takes it (NOTIFY under 8,000 bytes,
-# the datagram sockets' 4,096-byte reads). A larger state is not carried; its watchers read it.
-MAX_STATE_BYTES = 3800
+# What a follower keeps while its stream is busy writing: past this many arrivals, later deltas
+# are dropped (they are ephemeral: the message's `message.completed` holds the whole text) and
+# carried events give way to a read of the log.
+MAX_PENDING_ARRIVALS = 1000
+# The largest payload that carries a run's state or events: every transport takes it (NOTIFY
+# under 8,000 bytes, the datagram sockets' 4,096-byte reads). What would not fit is not
+# carried; its watchers and followers read it.
+MAX_NOTICE_BYTES = 3800
 
 
 def work_for(worker: str | None) -> str:
@@ -67,8 +69,8 @@ def log_grew(run_id: str, events: Sequence[RunEventRecord] | None = None) -> str
     """The payload saying that the run's log grew and nothing else of it changed; with
     `events`, the ones appended (left out where they would not fit in a notice)."""
     if events:
-        payload = f"{LOG_GREW}{run_id} {_json([_event_json(event) for event in events])}"
-        if len(payload.encode()) <= MAX_STATE_BYTES:
+        payload = f"{LOG_GREW}{run_id} {_json(_events_json(events))}"
+        if _fits(payload):
             return payload
     return LOG_GREW + run_id
 
@@ -87,27 +89,34 @@ def changed_to(
     changed)."""
     carried: dict[str, Any] = {} if state is None else {"run": state}
     if events:
-        listed = [_event_json(event) for event in events]
-        payload = f"{STATE}{run_id} {_json({**carried, 'events': listed})}"
-        if len(payload.encode()) <= MAX_STATE_BYTES:
+        payload = f"{STATE}{run_id} {_json({**carried, 'events': _events_json(events)})}"
+        if _fits(payload):
             return payload
     if not carried:
         return run_id
     payload = f"{STATE}{run_id} {_json(carried)}"
-    return payload if len(payload.encode()) <= MAX_STATE_BYTES else run_id
+    return payload if _fits(payload) else run_id
+
+
+def _fits(payload: str) -> bool:
+    """Whether every transport carries `payload` whole."""
+    return len(payload.encode()) <= MAX_NOTICE_BYTES
 
 
 def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _event_json(event: RunEventRecord) -> dict[str, Any]:
-    return {
-        "seq": event.seq,
-        "type": event.type,
-        "data": event.data,
-        "created_at": event.created_at.isoformat(),
-    }
+def _events_json(events: Sequence[RunEventRecord]) -> list[dict[str, Any]]:
+    return [
+        {
+            "seq": event.seq,
+            "type": event.type,
+            "data": event.data,
+            "created_at": event.created_at.isoformat(),
+        }
+        for event in events
+    ]
 
 
 def _events_from(run_id: str, carried: Any) -> list[RunEventRecord] | None:
@@ -183,7 +192,7 @@ class Follower:
         """The log grew by `events` (None: by events not known here, to be read)."""
         if not self.arrivals or self.arrivals[-1] is not None:
             # A read still to come sees these events too: they need no place of their own.
-            if events is not None and len(self.arrivals) < MAX_PENDING_DELTAS:
+            if events is not None and len(self.arrivals) < MAX_PENDING_ARRIVALS:
                 self.arrivals.append(events)
             else:
                 self.arrivals.append(None)
@@ -191,7 +200,7 @@ class Follower:
 
     def delta(self, delta: dict[str, Any]) -> None:
         # Ephemeral: a follower that fell far behind drops text (its messages hold it whole).
-        if len(self.arrivals) < MAX_PENDING_DELTAS:
+        if len(self.arrivals) < MAX_PENDING_ARRIVALS:
             self.arrivals.append(delta)
         self.wake.set()
 
