@@ -149,12 +149,13 @@ def append_to_logs(
     connection.execute(_append_statement(connection.dialect.name), rows)
 
 
-def log_tail_columns() -> tuple[Any, Any]:
-    """Two columns for the RETURNING of an UPDATE of `runs`: `log_last_seq`, the last id in the
-    run's log, and `log_has_keys`, whether an event with one of the keys of the (expanding)
-    parameter `log_keys` is in it. The update locked the run's row, which every writer of its
-    log does first: the events this transaction appends next get the ids after `log_last_seq`,
-    in order, unless one of them is there already (a redone step's), which writes nothing."""
+def log_tail_columns(keyed: bool = True) -> tuple[Any, ...]:
+    """Columns for the RETURNING of an UPDATE of `runs`: `log_last_seq`, the last id in the
+    run's log, and (when the events to append are `keyed`) `log_has_keys`, whether an event
+    with one of the keys of the expanding parameter `log_keys` is in it. The update locked the
+    run's row, which every writer of its log does first: the events this transaction appends
+    next get the ids after `log_last_seq`, in order, unless one of them is there already (a
+    redone step's), which writes nothing."""
     last = (
         select(func.coalesce(func.max(run_events.c.seq), 0))
         .where(run_events.c.run_id == runs.c.id)
@@ -162,6 +163,8 @@ def log_tail_columns() -> tuple[Any, Any]:
         .scalar_subquery()
         .label("log_last_seq")
     )
+    if not keyed:
+        return (last,)
     known = (
         exists()
         .where(
@@ -178,9 +181,10 @@ def appended_records(
     run_id: str, events: Sequence[NewRunEvent], row: RowMapping, now: datetime
 ) -> list[RunEventRecord] | None:
     """The records `append_events(run_id, events)` writes, from `row`, the run's update with
-    `log_tail_columns` (and `log_keys` the events' keys); None when a key was there already
-    (some of the events will not be written, and the ids of the others are not known here)."""
-    if row["log_has_keys"]:
+    `log_tail_columns` (and `log_keys` the events' keys, where they have any); None when a key
+    was there already (some of the events will not be written, and the ids of the others are
+    not known here)."""
+    if row.get("log_has_keys"):
         return None
     first = int(row["log_last_seq"]) + 1
     return [

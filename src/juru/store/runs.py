@@ -226,8 +226,9 @@ def _transition_update(
     sources: tuple[str, ...], guards: tuple[str, ...], columns: tuple[str, ...]
 ) -> Any:
     """A status change's UPDATE, returning the run and where its log stands
-    (`run_log.log_tail_columns`); built once per shape."""
-    return run_update(sources, guards, columns).returning(*log_tail_columns())
+    (`run_log.log_tail_columns`: its one event, the status, has no key); built once per
+    shape."""
+    return run_update(sources, guards, columns).returning(*log_tail_columns(keyed=False))
 
 
 # A run's hold that did not fit, forgotten (the run takes one when it is claimed).
@@ -292,7 +293,7 @@ async def transition_run(
             values.update(hold_id=hold.id, hold_rupiah=hold.amount)
         statement = _transition_update(source_values, guard.names(), tuple(values))
         parameters = run_update_parameters(run_id, guard, values)
-        row = connection.execute(statement, {**parameters, "log_keys": []}).first()
+        row = connection.execute(statement, parameters).first()
         if row is None:
             raise _NotMoved
         event = status_event(row._mapping)
