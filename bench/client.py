@@ -4,6 +4,7 @@ loop."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -13,10 +14,12 @@ import aiohttp
 import httpx
 from httpx_sse import aconnect_sse
 
-from bench.harness import BENCH_MODEL, TOOL_NAME
+from bench.harness import BENCH_MODEL, TOOL_NAME, Stack, process_tree
 
 # What a failed request of the bench client raises (a lane that meets one ends).
 REQUEST_ERRORS = (RuntimeError, httpx.HTTPError, aiohttp.ClientError)
+# How many rounds of runs `warm_every_worker` drives before it gives up.
+WARM_UP_ROUNDS = 10
 TERMINAL = frozenset({"succeeded", "failed", "expired", "cancelled"})
 TOOL = {
     "type": "function",
@@ -215,3 +218,18 @@ async def lane(api: Api, thread_id: str, totals: LaneTotals, wait: float) -> Non
             totals.last_error = f"{type(error).__name__}: {error}"[:300]
             return
         totals.add(result)
+
+
+async def warm_every_worker(api: Api, agent: str, bench: Stack) -> None:
+    """Drive runs to their end until every worker process has executed one. A process's first
+    run pays for what it does once (imports of the model client, graphs, pools, caches) and
+    grows its heap: a figure of steady work (CPU per step, the RSS of parked runs) starts
+    after it. Runs go to whichever worker claims first, so a round may miss one."""
+    processes = max(1, len(process_tree(bench.server.pid)) - 1)  # without the API process
+    for _ in range(WARM_UP_ROUNDS):
+        threads = [await api.create_thread(agent) for _ in range(2 * processes)]
+        runs = [await api.start_run(thread) for thread in threads]
+        await asyncio.gather(*(api.drive(run) for run in runs))
+        if len(bench.database.workers_that_ran()) >= processes:
+            return
+    raise RuntimeError(f"{WARM_UP_ROUNDS} rounds of warm-up runs missed a worker process")

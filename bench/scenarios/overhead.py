@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.client import Api
-from bench.harness import stack
+from bench.client import Api, warm_every_worker
+from bench.harness import process_tree, stack
 from bench.profile import Profiler, shares
 
 LATENCY = 0.2
@@ -25,8 +25,11 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
         api = Api(bench.server.base_url, bench.key, connections=8)
         try:
             agent = await api.create_agent()
-            threads = [await api.create_thread(agent) for _ in range(runs + 1)]
-            await api.drive(await api.start_run(threads.pop()))  # warm-up: imports, pools
+            threads = [await api.create_thread(agent) for _ in range(runs)]
+            # A worker process's first run pays its imports and first builds, once.
+            await warm_every_worker(api, agent, bench)
+            warmed = len(bench.database.workers_that_ran())
+            worker_processes = len(process_tree(bench.server.pid)) - 1
             pg_before = bench.database.pg_stats()
             census_before = bench.server.sql_census()
             model_before = bench.model.stats()["requests"]
@@ -73,6 +76,8 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
         "steps_per_run": STEPS_PER_RUN,
         "model_steps": model_steps,
         "steps_seen_by_client": steps,
+        "worker_processes": worker_processes,
+        "warmed_workers": warmed,
         "stalled_waits": stalls,
         "run_seconds_median": statistics.median(seconds),
         "ratio_median": statistics.median(ratios),

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 from httpx_sse import aconnect_sse
 
-from bench.client import REQUEST_ERRORS, Api, RunResult
+from bench.client import REQUEST_ERRORS, Api, RunResult, warm_every_worker
 from bench.harness import stack
 from bench.scenarios.waiting import park, percentile
 
@@ -203,10 +203,10 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
         api = Api(bench.server.base_url, bench.key, connections=2 * CONCURRENT_STREAMS + 20)
         try:
             agent = await api.create_agent()
-            threads = [await api.create_thread(agent) for _ in range(2 * runs + 2)]
-            # Warm-up of both ways to follow a run: imports, pools.
+            threads = [await api.create_thread(agent) for _ in range(2 * runs + 1)]
+            # Warm-up of every worker process, and of both ways to follow a run.
+            await warm_every_worker(api, agent, bench)
             await api.follow(threads.pop())
-            await api.drive(await api.start_run(threads.pop()))
             one_at_a_time = await sequential(api, threads, bench)
             lanes = await asyncio.gather(
                 *(api.create_thread(agent) for _ in range(CONCURRENT_STREAMS))

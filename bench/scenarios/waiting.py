@@ -21,13 +21,12 @@ from typing import Any
 
 import httpx
 
-from bench.client import Api
-from bench.harness import Stack, process_tree, stack
+from bench.client import Api, warm_every_worker
+from bench.harness import stack
 from bench.scenarios.throughput import measure_lanes
 
 LATENCY = 0.2
 ACTIVE_RUNS = 100
-WARM_UP_ROUNDS = 10
 RATE = 50.0
 PARKING_CONCURRENCY = 32
 # The lanes' warm-up: the 100 runs start together, then keep the workers saturated.
@@ -102,21 +101,6 @@ async def park(api: Api, agent: str, count: int) -> list[str]:
         return str(run["id"])
 
     return list(await asyncio.gather(*(one() for _ in range(count))))
-
-
-async def warm_every_worker(api: Api, agent: str, bench: Stack) -> None:
-    """Drive runs to their end until every worker process has executed one: a process's first
-    run grows its heap (graphs, clients, caches) whatever it parks later, and the figure is
-    the cost of the parked runs. Runs go to whichever worker claims first, so a round may miss
-    one."""
-    processes = max(1, len(process_tree(bench.server.pid)) - 1)  # without the API process
-    for _ in range(WARM_UP_ROUNDS):
-        threads = [await api.create_thread(agent) for _ in range(2 * processes)]
-        runs = [await api.start_run(thread) for thread in threads]
-        await asyncio.gather(*(api.drive(run) for run in runs))
-        if len(bench.database.workers_that_ran()) >= processes:
-            return
-    raise RuntimeError(f"{WARM_UP_ROUNDS} rounds of warm-up runs missed a worker process")
 
 
 async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
