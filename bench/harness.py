@@ -326,6 +326,10 @@ class JuruServer:
         """The API process and its worker processes together."""
         return tree_cpu_seconds(self.pid)
 
+    def api_cpu_seconds(self) -> float:
+        """The API process alone (`juru serve`'s own, which serves HTTP)."""
+        return cpu_seconds(self.pid)
+
     def rss_bytes(self) -> int:
         """The API process and its worker processes together."""
         return tree_rss_bytes(self.pid)

@@ -57,11 +57,12 @@ def _ratio_limit(db: str) -> float:
 def overhead_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Row]]:
     parts = list(results[0]["cpu_ms_per_step_by_part"]) if results else []
     header = ["db", "runs", "e2e / model time (median)", "max", "server CPU ms/step"]
-    header += ["DB commits/step", "DB rollbacks/step"]
+    header += ["API process ms", "worker processes ms", "DB commits/step", "DB rollbacks/step"]
     header += [f"{part} ms" for part in parts]
     rows = []
     for result in results:
         split = result["cpu_ms_per_step_by_part"]
+        api = result.get("api_cpu_ms_per_step")  # absent from results of before 2026-12-04
         rows.append(
             [
                 result["db"],
@@ -70,6 +71,8 @@ def overhead_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Ro
                 f"({_verdict(result['ratio_median'], _ratio_limit(result['db']))})",
                 f"{result['ratio_max']:.3f}",
                 _f(result["server_cpu_ms_per_step"]),
+                _f(api),
+                _f(None if api is None else result["server_cpu_ms_per_step"] - api),
                 _f(result.get("db_commits_per_step")),
                 _f(result.get("db_rollbacks_per_step")),
                 *(_f(split.get(part)) for part in parts),

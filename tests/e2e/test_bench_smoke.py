@@ -100,6 +100,8 @@ def test_overhead_scenario_quick(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert result["model_latency_s"] == 0.05
     assert result["ratio_median"] > 1.0
     assert result["server_cpu_ms_per_step"] > 0
+    # Both sides of a step work: the API process (HTTP, the outputs' write) and a worker.
+    assert 0 < result["api_cpu_ms_per_step"] < result["server_cpu_ms_per_step"]
     # Measured after every worker process has run once (its first run pays its imports).
     assert result["warmed_workers"] == result["worker_processes"] >= 1
     saved = json.loads((tmp_path / "latest.json").read_text())
