@@ -149,7 +149,7 @@ async def open_context(
     clock = clock or SystemClock()
     if database.is_sqlite:
         await asyncio.to_thread(upgrade_to_head, database)
-    engine = open_database(database, settings.sqlite_busy_timeout_ms)
+    engine = open_database(database, settings.sqlite_busy_timeout_ms, settings.postgres_writers)
     events = run_events(database)
     try:
         await events.start()

@@ -92,6 +92,14 @@ class Settings(BaseSettings):
         description="How long a SQLite write waits for another connection's lock before it "
         "fails (runs then resume once the database can be written again).",
     )
+    postgres_writers: int = Field(
+        default=4,
+        ge=1,
+        le=256,
+        description="Connections each process writes to PostgreSQL with, each in a thread that "
+        "runs one write transaction at a time; writes beyond them wait in the process. More "
+        "only pays where the database is far away or has many more cores (deployment.md).",
+    )
     host: str = "127.0.0.1"
     port: int = Field(default=8000, validation_alias=AliasChoices("PORT", "JURU_PORT"))
     playground_enabled: bool = Field(

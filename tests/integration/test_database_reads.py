@@ -1,14 +1,20 @@
 """Reads on PostgreSQL run autocommitted: one round trip per query, no BEGIN and ROLLBACK around
-it, and nothing they can leave open."""
+it, and nothing they can leave open; writes run whole in `JURU_POSTGRES_WRITERS` threads, each
+with its connection."""
 
 from __future__ import annotations
+
+import asyncio
+import threading
 
 import pytest
 from psycopg.pq import TransactionStatus
 from sqlalchemy import Connection, text
 
+from juru.context import open_context
 from juru.store.database import Database
 from juru.store.transactions import write
+from tests.conftest import make_settings
 
 pytestmark = pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
 
@@ -28,3 +34,25 @@ async def test_a_write_still_runs_in_one_transaction(store_database: Database) -
         return connection.connection.driver_connection.info.transaction_status
 
     assert await write(store_database, work) == TransactionStatus.INTRANS
+
+
+async def test_writes_run_on_as_many_connections_as_the_setting_says(database_url: str) -> None:
+    # Writers that must all be inside their transactions at once get through only if the
+    # process runs that many at a time (a missing one leaves the others at the barrier).
+    writers = 3
+    together = threading.Barrier(writers, timeout=30)
+
+    def meet(connection: Connection) -> int:
+        together.wait()
+        return int(connection.execute(text("SELECT pg_backend_pid()")).scalar_one())
+
+    def backend(connection: Connection) -> int:
+        return int(connection.execute(text("SELECT pg_backend_pid()")).scalar_one())
+
+    async with open_context(make_settings(database_url, postgres_writers=writers)) as context:
+        engine = context.engine
+        met = await asyncio.gather(*(write(engine, meet) for _ in range(writers)))
+        many = await asyncio.gather(*(write(engine, backend) for _ in range(40)))
+    assert len(set(met)) == writers
+    # No more connections than that, however many writes wait.
+    assert set(many) <= set(met)

@@ -160,15 +160,23 @@ def _sqlite_tuning(busy_timeout_ms: int) -> Callable[[Any, Any], None]:
     return tune
 
 
-# Threads (each with its connection) that PostgreSQL writes and reads run in, per process.
-POSTGRES_WRITERS = 16
+# Threads (each with its connection) that PostgreSQL writes and reads run in, per process. A
+# write is CPU work on the database's side: writers past what it can run at once only wait
+# inside PostgreSQL, for its CPU and for an account's row, where a queue in the process costs
+# nothing (bench/RESULTS.md, sixteenth round: 4 against 16).
+POSTGRES_WRITERS = 4
 POSTGRES_READERS = 8
 
 
-def open_database(database: DatabaseUrl, busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS) -> Database:
+def open_database(
+    database: DatabaseUrl,
+    busy_timeout_ms: int = SQLITE_BUSY_TIMEOUT_MS,
+    postgres_writers: int = POSTGRES_WRITERS,
+) -> Database:
     """The handle on `database`: its reader and writer threads (on SQLite tuned for
     concurrent access: a write waits up to `busy_timeout_ms` for a lock held outside Juru's
-    write queue, `store.write_queue`), and an async engine for tests and tools."""
+    write queue, `store.write_queue`; on PostgreSQL `postgres_writers` of them write), and an
+    async engine for tests and tools."""
     database.ensure_directory()
     if database.is_sqlite:
         tuning = _sqlite_tuning(busy_timeout_ms)
@@ -207,7 +215,7 @@ def open_database(database: DatabaseUrl, busy_timeout_ms: int = SQLITE_BUSY_TIME
             isolation_level=isolation,
         )
         for threads, isolation in (
-            (POSTGRES_WRITERS, "READ COMMITTED"),
+            (postgres_writers, "READ COMMITTED"),
             (POSTGRES_READERS, "AUTOCOMMIT"),
         )
     )
@@ -216,7 +224,7 @@ def open_database(database: DatabaseUrl, busy_timeout_ms: int = SQLITE_BUSY_TIME
     engine = create_async_engine(database.async_url(), connect_args={"prepare_threshold": None})
     return Database(
         engine,
-        ThreadedWriter(writer_engine, POSTGRES_WRITERS),
+        ThreadedWriter(writer_engine, postgres_writers),
         ThreadedReader(reader_engine, POSTGRES_READERS),
     )
 
