@@ -42,12 +42,12 @@ async def test_writes_run_on_as_many_connections_as_the_setting_says(database_ur
     writers = 3
     together = threading.Barrier(writers, timeout=30)
 
-    def meet(connection: Connection) -> int:
-        together.wait()
-        return int(connection.execute(text("SELECT pg_backend_pid()")).scalar_one())
-
     def backend(connection: Connection) -> int:
         return int(connection.execute(text("SELECT pg_backend_pid()")).scalar_one())
+
+    def meet(connection: Connection) -> int:
+        together.wait()
+        return backend(connection)
 
     async with open_context(make_settings(database_url, postgres_writers=writers)) as context:
         engine = context.engine
