@@ -110,19 +110,32 @@ class Api:
         params = {"wait": str(wait)} if wait else {}
         return await self._json("GET", f"/v1/runs/{run_id}", params=params)
 
-    async def answer(self, run: dict[str, Any]) -> dict[str, Any]:
+    async def answer(self, run: dict[str, Any], wait: float = 0) -> dict[str, Any]:
+        """Post the pending calls' outputs; with `wait`, the answer is the run once it needs
+        outputs again or has ended (one request per model step)."""
         outputs = [
             {"tool_call_id": call["id"], "output": '{"ok": true}'}
             for call in run["pending_tool_calls"]
         ]
+        params = {"wait": str(wait)} if wait else {}
         return await self._json(
-            "POST", f"/v1/runs/{run['id']}/tool_outputs", json={"outputs": outputs}
+            "POST",
+            f"/v1/runs/{run['id']}/tool_outputs",
+            json={"outputs": outputs},
+            params=params,
         )
 
     async def drive(
-        self, run: dict[str, Any], wait: float = 30.0, stop_at: str | None = None
+        self,
+        run: dict[str, Any],
+        wait: float = 30.0,
+        stop_at: str | None = None,
+        answer_waits: bool = True,
     ) -> RunResult:
-        """Follow a run to its end (or to `stop_at`), answering its tool calls at once.
+        """Follow a run to its end (or to `stop_at`), answering its tool calls at once, as
+        Juru's client does: the tool outputs' request waits for the next pause (`?wait=` on
+        `tool_outputs`), so a step costs one request. `answer_waits=False` answers without
+        waiting and waits with `GET ?wait=`, two requests per step.
 
         `?wait=` holds the request while the run is queued or running; a wait that runs to its
         full length and still finds the run working is counted as a stall (a slow server, or
@@ -131,11 +144,13 @@ class Api:
         started = time.monotonic()
         stalls = 0
         while run["status"] not in TERMINAL and run["status"] != stop_at:
-            if run["status"] == "requires_action":
-                run = await self.answer(run)
-                continue
             asked = time.monotonic()
-            run = await self.get_run(run["id"], wait)
+            if run["status"] == "requires_action":
+                run = await self.answer(run, wait if answer_waits else 0)
+                if not answer_waits:
+                    continue
+            else:
+                run = await self.get_run(run["id"], wait)
             timed_out = time.monotonic() - asked >= wait * 0.95
             if timed_out and run["status"] in ("queued", "running"):
                 stalls += 1

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from juru.core.errors import InvalidRequestError
 from juru.core.run_events import RunEventType
 from juru.engine.events import changed_to
 from juru.store import run_log
@@ -252,3 +253,51 @@ async def test_a_resume_that_another_change_raced_is_not_remembered(
             done = (await asyncio.wait_for(waiter, 10)).json()
     assert len(reads) == 1
     assert done["status"] == "succeeded"
+
+
+async def test_outputs_posted_with_a_wait_answer_with_the_run_where_it_stops_next(
+    hosted: HostedHarness,
+) -> None:
+    paused = await paused_run_of(hosted, "juru/demo")
+    outputs = [
+        {"tool_call_id": c["id"], "output": '{"temp_c": 32}'} for c in paused["pending_tool_calls"]
+    ]
+    path = f"/v1/runs/{paused['id']}/tool_outputs?wait=30"
+    with run_reads() as reads:
+        async with hosted.context.machine.events.watch(paused["id"]) as changed:
+            posted = asyncio.create_task(hosted.client.post(path, json={"outputs": outputs}))
+            await asyncio.wait_for(changed.wait(), 10)  # the resume's notice: it is running
+            assert not posted.done()  # the request waits while the run is worked on
+            await hosted.work()
+            answer = await asyncio.wait_for(posted, 10)
+    assert answer.status_code == 200, answer.text
+    assert reads == []  # the resume's write and the end's notice gave the run
+    done = answer.json()
+    assert done["status"] == "succeeded" and "32" in done["output"]
+    assert done == await hosted.get_run(paused["id"])
+
+
+@pytest.mark.parametrize("wait", ["31", "-1", "soon"])
+async def test_outputs_posted_with_a_wait_out_of_range_are_not_taken(
+    hosted: HostedHarness, wait: str
+) -> None:
+    paused = await paused_run_of(hosted, "juru/demo")
+    outputs = [{"tool_call_id": c["id"], "output": "{}"} for c in paused["pending_tool_calls"]]
+    answer = await hosted.client.post(
+        f"/v1/runs/{paused['id']}/tool_outputs", params={"wait": wait}, json={"outputs": outputs}
+    )
+    assert answer.status_code == 400, answer.text
+    assert [field["path"] for field in answer.json()["error"]["fields"]] == ["query.wait"]
+    assert await hosted.get_run(paused["id"]) == paused
+
+
+async def test_the_service_checks_the_wait_before_it_takes_the_outputs(
+    hosted: HostedHarness,
+) -> None:
+    paused = await paused_run_of(hosted, "juru/demo")
+    outputs = [{"tool_call_id": c["id"], "output": "{}"} for c in paused["pending_tool_calls"]]
+    with pytest.raises(InvalidRequestError, match="wait must be between 0 and 30"):
+        await hosted.context.hosted.submit_tool_outputs(
+            hosted.account_id, paused["id"], outputs, wait=31
+        )
+    assert await hosted.get_run(paused["id"]) == paused

@@ -225,9 +225,12 @@ class Runs(Resource):
     async def cancel(self, run_id: str) -> Run:
         return await self._client.send(calls.cancel_run(run_id))
 
-    async def submit_tool_outputs(self, run_id: str, outputs: Sequence[Mapping[str, str]]) -> Run:
-        """`outputs`: `[{"tool_call_id": ..., "output": ...}]`, one per pending call."""
-        return await self._client.send(calls.submit_tool_outputs(run_id, outputs))
+    async def submit_tool_outputs(
+        self, run_id: str, outputs: Sequence[Mapping[str, str]], *, wait: float | None = None
+    ) -> Run:
+        """`outputs`: `[{"tool_call_id": ..., "output": ...}]`, one per pending call. With
+        `wait` (at most 30 s), the run as soon as it needs tool outputs again or has ended."""
+        return await self._client.send(calls.submit_tool_outputs(run_id, outputs, wait))
 
     async def events(self, run_id: str, *, after: int | None = None) -> AsyncIterator[RunEvent]:
         """The run's events after `after` on one connection, until the run ends; a dropped
@@ -302,17 +305,19 @@ class Runs(Resource):
     async def _poll_to_end(self, run: Run, functions: Mapping[str, tools_.ToolFunction]) -> Run:
         while not run.is_terminal:
             if run.status == "requires_action":
-                run = await self._answer(run, functions)
+                run = await self._answer(run, functions, wait=calls.MAX_WAIT_SECONDS)
             else:
                 run = await self.get(run.id, wait=calls.MAX_WAIT_SECONDS)
         return run
 
-    async def _answer(self, run: Run, functions: Mapping[str, tools_.ToolFunction]) -> Run:
+    async def _answer(
+        self, run: Run, functions: Mapping[str, tools_.ToolFunction], wait: float | None = None
+    ) -> Run:
         pending = run.pending_tool_calls or []
         tools_.check_known(pending, functions, run.id)
         texts = await asyncio.gather(*(self._call(call, functions) for call in pending))
         outputs = [tools_.output(call, text) for call, text in zip(pending, texts, strict=True)]
-        return await self.submit_tool_outputs(run.id, outputs)
+        return await self.submit_tool_outputs(run.id, outputs, wait=wait)
 
     @staticmethod
     async def _call(call: ToolCall, functions: Mapping[str, tools_.ToolFunction]) -> str:

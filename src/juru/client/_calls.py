@@ -191,9 +191,13 @@ def cancel_run(run_id: str) -> Call[Run]:
     return Call("POST", f"/v1/runs/{quoted(run_id)}/cancel", model(Run))
 
 
-def submit_tool_outputs(run_id: str, outputs: Sequence[Mapping[str, str]]) -> Call[Run]:
+def submit_tool_outputs(
+    run_id: str, outputs: Sequence[Mapping[str, str]], wait: float | None = None
+) -> Call[Run]:
     body = {"outputs": [dict(output) for output in outputs]}
-    return Call("POST", f"/v1/runs/{quoted(run_id)}/tool_outputs", model(Run), json=body)
+    params = given(wait=None if not wait else min(wait, MAX_WAIT_SECONDS))
+    path = f"/v1/runs/{quoted(run_id)}/tool_outputs"
+    return Call("POST", path, model(Run), json=body, params=params)
 
 
 def events_path(run_id: str) -> str:

@@ -216,9 +216,12 @@ class Runs(Resource):
     def cancel(self, run_id: str) -> Run:
         return self._client.send(calls.cancel_run(run_id))
 
-    def submit_tool_outputs(self, run_id: str, outputs: Sequence[Mapping[str, str]]) -> Run:
-        """`outputs`: `[{"tool_call_id": ..., "output": ...}]`, one per pending call."""
-        return self._client.send(calls.submit_tool_outputs(run_id, outputs))
+    def submit_tool_outputs(
+        self, run_id: str, outputs: Sequence[Mapping[str, str]], *, wait: float | None = None
+    ) -> Run:
+        """`outputs`: `[{"tool_call_id": ..., "output": ...}]`, one per pending call. With
+        `wait` (at most 30 s), the run as soon as it needs tool outputs again or has ended."""
+        return self._client.send(calls.submit_tool_outputs(run_id, outputs, wait))
 
     def events(self, run_id: str, *, after: int | None = None) -> Iterator[RunEvent]:
         """The run's events after `after` on one connection, until the run ends; a dropped
@@ -295,16 +298,18 @@ class Runs(Resource):
     def _poll_to_end(self, run: Run, functions: Mapping[str, tools_.ToolFunction]) -> Run:
         while not run.is_terminal:
             if run.status == "requires_action":
-                run = self._answer(run, functions)
+                run = self._answer(run, functions, wait=calls.MAX_WAIT_SECONDS)
             else:
                 run = self.get(run.id, wait=calls.MAX_WAIT_SECONDS)
         return run
 
-    def _answer(self, run: Run, functions: Mapping[str, tools_.ToolFunction]) -> Run:
+    def _answer(
+        self, run: Run, functions: Mapping[str, tools_.ToolFunction], wait: float | None = None
+    ) -> Run:
         pending = run.pending_tool_calls or []
         tools_.check_known(pending, functions, run.id)
         outputs = [tools_.output(call, self._call(call, functions)) for call in pending]
-        return self.submit_tool_outputs(run.id, outputs)
+        return self.submit_tool_outputs(run.id, outputs, wait=wait)
 
     @staticmethod
     def _call(call: ToolCall, functions: Mapping[str, tools_.ToolFunction]) -> str:

@@ -325,8 +325,7 @@ class HostedService:
         outputs, or it ended), or after `seconds` at the latest. Waiting for the caller is not
         waiting for a change: a run already back in `requires_action` answers at once, so a
         client never loses a wait to a fast model."""
-        if not 0 <= seconds <= MAX_WAIT_SECONDS:
-            raise invalid(f"wait must be between 0 and {MAX_WAIT_SECONDS:g} seconds")
+        _check_wait(seconds)
         deadline = monotonic_clock.monotonic() + seconds
         resumed = self.resumed.take(run_id, account_id)
         if resumed is not None:
@@ -409,6 +408,18 @@ class HostedService:
         return StreamTicket(token, datetime.fromtimestamp(expires, UTC), url)
 
     async def submit_tool_outputs(
+        self, account_id: str, run_id: str, outputs: list[dict[str, str]], wait: float = 0
+    ) -> RunRecord:
+        """Resume the paused run with `outputs`. With `wait` seconds, the answer is the run
+        as `wait_while_working` then finds it: one request answers a pause and brings back the
+        next one (or the end), through the watch that the resume kept."""
+        _check_wait(wait)
+        moved = await self._submit_tool_outputs(account_id, run_id, outputs)
+        if not wait:
+            return moved
+        return await self.wait_while_working(account_id, run_id, wait)
+
+    async def _submit_tool_outputs(
         self, account_id: str, run_id: str, outputs: list[dict[str, str]]
     ) -> RunRecord:
         by_id = {item["tool_call_id"]: item["output"] for item in outputs}
@@ -490,6 +501,11 @@ def body_hash(run_input: list[dict[str, str]]) -> str:
     their key order or spacing in the request (and `"hi"` equals `[{"role": "user", ...}]`)."""
     canonical = json.dumps(run_input, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _check_wait(seconds: float) -> None:
+    if not 0 <= seconds <= MAX_WAIT_SECONDS:
+        raise invalid(f"wait must be between 0 and {MAX_WAIT_SECONDS:g} seconds")
 
 
 def _not_waiting(run: RunRecord) -> ConflictError:

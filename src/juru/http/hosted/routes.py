@@ -60,6 +60,15 @@ def _iso_day(value: object) -> object:
 Day = Annotated[date, BeforeValidator(_iso_day)]
 Limit = Annotated[int, Query(ge=1, le=100, description="Items per page.")]
 After = Annotated[str | None, Query(description="Cursor: the id after which the page starts.")]
+Wait = Annotated[
+    float,
+    Query(
+        ge=0,
+        le=MAX_WAIT_SECONDS,
+        description="Seconds (at most 30) to wait while the run is queued or running: the "
+        "answer comes as soon as it needs your tool outputs or has ended.",
+    ),
+]
 
 
 def page(limit: int, after: str | None) -> PageRequest:
@@ -228,15 +237,7 @@ async def get_run(
     run_id: str,
     account: Account,
     hosted: Hosted,
-    wait: Annotated[
-        float,
-        Query(
-            ge=0,
-            le=MAX_WAIT_SECONDS,
-            description="Seconds (at most 30) to wait while the run is queued or running: the "
-            "answer comes as soon as it needs your tool outputs or has ended.",
-        ),
-    ] = 0,
+    wait: Wait = 0,
 ) -> RunOut:
     if wait:
         return RunOut.of(await hosted.wait_while_working(account, run_id, wait))
@@ -255,12 +256,14 @@ async def create_stream_token(
 
 @router.post("/runs/{run_id}/tool_outputs", responses=errors(400, 404, 409, 413))
 async def submit_tool_outputs(
-    run_id: str, body: ToolOutputsIn, account: Account, hosted: Hosted
+    run_id: str, body: ToolOutputsIn, account: Account, hosted: Hosted, wait: Wait = 0
 ) -> RunOut:
     """Answer every pending tool call of a run in `requires_action`, in one request (409
-    `run_not_waiting` otherwise)."""
+    `run_not_waiting` otherwise). With `wait`, the answer is the run once it needs tool
+    outputs again or has ended, as `GET /v1/runs/{run_id}?wait=` would give it: a client that
+    executes tools needs one request per model step."""
     outputs = [item.model_dump() for item in body.outputs]
-    return RunOut.of(await hosted.submit_tool_outputs(account, run_id, outputs))
+    return RunOut.of(await hosted.submit_tool_outputs(account, run_id, outputs, wait))
 
 
 @router.post("/runs/{run_id}/cancel", responses=errors(404))
