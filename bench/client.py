@@ -67,6 +67,7 @@ class Api:
             connector=aiohttp.TCPConnector(limit=connections),
             timeout=aiohttp.ClientTimeout(total=None, sock_read=120.0),
         )
+        self.requests = 0  # sent through `_request`, for requests per model step
         limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
         self.http = httpx.AsyncClient(
             base_url=base_url,
@@ -89,6 +90,7 @@ class Api:
             return await self._request(method, path, **options)
 
     async def _request(self, method: str, path: str, **options: Any) -> dict[str, Any]:
+        self.requests += 1
         async with self.session.request(method, path.lstrip("/"), **options) as response:
             if response.status >= 400:
                 text = await response.text()

@@ -56,8 +56,15 @@ def _ratio_limit(db: str) -> float:
 
 def overhead_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Row]]:
     parts = list(results[0]["cpu_ms_per_step_by_part"]) if results else []
-    header = ["db", "runs", "e2e / model time (median)", "max", "server CPU ms/step"]
-    header += ["API process ms", "worker processes ms", "DB commits/step", "DB rollbacks/step"]
+    header = ["db", "runs", "requests/step", "e2e / model time (median)", "max"]
+    header += [
+        "server CPU ms/step",
+        "API process ms",
+        "worker processes ms",
+        "DB commits/step",
+        "DB rollbacks/step",
+    ]
+    header += ["two requests per step: CPU ms/step, e2e"]
     header += [f"{part} ms" for part in parts]
     rows = []
     for result in results:
@@ -67,6 +74,7 @@ def overhead_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Ro
             [
                 result["db"],
                 str(result["runs"]),
+                _f(result.get("requests_per_step")),
                 f"{result['ratio_median']:.3f} "
                 f"({_verdict(result['ratio_median'], _ratio_limit(result['db']))})",
                 f"{result['ratio_max']:.3f}",
@@ -75,10 +83,18 @@ def overhead_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Ro
                 _f(None if api is None else result["server_cpu_ms_per_step"] - api),
                 _f(result.get("db_commits_per_step")),
                 _f(result.get("db_rollbacks_per_step")),
+                _two_requests(result.get("two_requests_per_step")),
                 *(_f(split.get(part)) for part in parts),
             ]
         )
     return "1. Overhead: 5 model steps at 200 ms, one run at a time", header, rows
+
+
+def _two_requests(figures: dict[str, float] | None) -> str:
+    """The runs answered in two requests per step (absent from results before 2026-12-04)."""
+    if figures is None:
+        return "-"
+    return f"{figures['server_cpu_ms_per_step']:.1f}, {figures['ratio_median']:.3f}"
 
 
 def throughput_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Row]]:
