@@ -177,13 +177,15 @@ def test_run_until_done_calls_sync_and_async_functions(server: Server) -> None:
             stream=False,
         )
         assert polled.output == demo_answer("get_weather", "hujan di Bogor")
-        # One request per pause: the outputs' request waits for the run's end, so no `GET`
-        # follows it (the one before it waited for the first pause).
+        # One request per pause: the create waits for the first pause, the outputs' request
+        # for the run's end, and no `GET` is needed in between.
         requests = [
-            line.split('"')[1] for line in server.log().splitlines() if f"/{polled.id}" in line
+            line.split('"')[1]
+            for line in server.log().splitlines()
+            if f"/{polled.id}" in line or f"/{polled.thread_id}/runs" in line
         ]
         assert requests == [
-            f"GET /v1/runs/{polled.id}?wait=30.0 HTTP/1.1",
+            f"POST /v1/threads/{polled.thread_id}/runs?wait=30.0 HTTP/1.1",
             f"POST /v1/runs/{polled.id}/tool_outputs?wait=30.0 HTTP/1.1",
         ]
 

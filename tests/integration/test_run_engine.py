@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import Engine, event, select, text, update
 from sqlalchemy.exc import IntegrityError
 
+from juru.core.errors import InvalidRequestError
 from juru.core.states import RunStatus
 from juru.engine.execution import INPUT_WRITE_CHUNK, hosted_thread_key
 from juru.store import runs as run_store
@@ -517,6 +518,66 @@ class TestWaiting:
             hosted.client.get(f"/v1/runs/{run['id']}?wait=30"), timeout=10
         )
         assert response.json()["status"] == "cancelled"
+
+
+class TestCreatingWithAWait:
+    async def test_a_run_created_with_a_wait_answers_at_its_first_pause(
+        self, hosted: HostedHarness
+    ) -> None:
+        agent = await hosted.create_agent()
+        thread = await hosted.create_thread(agent["id"])
+        worker = asyncio.create_task(hosted.worker().run_forever())
+        try:
+            response = await asyncio.wait_for(
+                hosted.client.post(
+                    f"/v1/threads/{thread['id']}/runs?wait=30", json={"input": "Weather?"}
+                ),
+                timeout=20,
+            )
+        finally:
+            worker.cancel()
+            await asyncio.gather(worker, return_exceptions=True)
+        assert response.status_code == 202, response.text
+        paused = response.json()
+        assert paused["status"] == "requires_action" and paused["pending_tool_calls"]
+        assert paused == await hosted.get_run(paused["id"])
+
+    @pytest.mark.parametrize(
+        ("query", "body"),
+        [
+            pytest.param("wait=31", {}, id="too-long"),
+            pytest.param("wait=-1", {}, id="negative"),
+            pytest.param("wait=5", {"stream": True}, id="with-a-stream"),
+        ],
+    )
+    async def test_a_create_with_a_wait_it_cannot_give_starts_no_run(
+        self, hosted: HostedHarness, query: str, body: dict[str, Any]
+    ) -> None:
+        agent = await hosted.create_agent()
+        thread = await hosted.create_thread(agent["id"])
+        # A deadline: a stream started by mistake would never end (no worker runs here).
+        response = await asyncio.wait_for(
+            hosted.client.post(
+                f"/v1/threads/{thread['id']}/runs?{query}", json={"input": "Weather?", **body}
+            ),
+            timeout=10,
+        )
+        assert response.status_code == 400, response.text
+        assert "wait" in response.json()["error"]["message"]
+        runs = await hosted.client.get(f"/v1/threads/{thread['id']}/runs")
+        assert runs.json()["data"] == []
+
+    async def test_the_service_checks_the_wait_before_it_creates_the_run(
+        self, hosted: HostedHarness
+    ) -> None:
+        agent = await hosted.create_agent()
+        thread = await hosted.create_thread(agent["id"])
+        with pytest.raises(InvalidRequestError, match="wait must be between 0 and 30"):
+            await hosted.context.hosted.create_run(
+                hosted.account_id, thread["id"], [{"role": "user", "content": "hi"}], None, 31
+            )
+        runs = await hosted.client.get(f"/v1/threads/{thread['id']}/runs")
+        assert runs.json()["data"] == []
 
 
 def _has_watcher(hosted: HostedHarness, run_id: str) -> bool:

@@ -201,9 +201,16 @@ class Threads(Resource):
 
 class Runs(Resource):
     async def create(
-        self, thread_id: str, input: calls.RunInput, *, idempotency_key: str | None = None
+        self,
+        thread_id: str,
+        input: calls.RunInput,
+        *,
+        idempotency_key: str | None = None,
+        wait: float | None = None,
     ) -> Run:
-        return await self._client.send(calls.create_run(thread_id, input, idempotency_key))
+        """A new run; with `wait` (at most 30 s), as soon as it needs tool outputs or has
+        ended."""
+        return await self._client.send(calls.create_run(thread_id, input, idempotency_key, wait))
 
     async def get(self, run_id: str, *, wait: float | None = None) -> Run:
         """The run; with `wait` (at most 30 s), as soon as it needs tool outputs or has ended."""
@@ -281,13 +288,14 @@ class Runs(Resource):
         """`Juru.runs.run_until_done`, awaited: async tool functions are awaited, plain ones
         run in a worker thread so they do not block the event loop."""
         functions = dict(tools or {})
+        if not stream:
+            run = await self.create(thread_id, input, wait=calls.MAX_WAIT_SECONDS)
+            return await self._poll_to_end(run, functions)
         run = await self.create(thread_id, input)
-        if stream:
-            try:
-                return await self._follow_to_end(run, functions)
-            except StreamsUnavailable:
-                pass
-        return await self._poll_to_end(run, functions)
+        try:
+            return await self._follow_to_end(run, functions)
+        except StreamsUnavailable:
+            return await self._poll_to_end(run, functions)
 
     async def _follow_to_end(self, run: Run, functions: Mapping[str, tools_.ToolFunction]) -> Run:
         latest = run

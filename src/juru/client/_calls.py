@@ -163,12 +163,15 @@ def list_messages(thread_id: str, limit: int | None, after: str | None) -> Call[
 RunInput = str | Sequence[Mapping[str, str]]
 
 
-def create_run(thread_id: str, input: RunInput, idempotency_key: str | None) -> Call[Run]:
+def create_run(
+    thread_id: str, input: RunInput, idempotency_key: str | None, wait: float | None = None
+) -> Call[Run]:
     """A new run; the key (a fresh one when none is given) makes a retried create safe."""
     body = {"input": input if isinstance(input, str) else [dict(m) for m in input]}
     headers = {"Idempotency-Key": idempotency_key or f"juru-client-{uuid.uuid4().hex}"}
+    params = given(wait=None if not wait else min(wait, MAX_WAIT_SECONDS))
     path = f"/v1/threads/{quoted(thread_id)}/runs"
-    return Call("POST", path, model(Run), json=body, headers=headers)
+    return Call("POST", path, model(Run), json=body, headers=headers, params=params)
 
 
 def get_run(run_id: str, wait: float | None) -> Call[Run]:

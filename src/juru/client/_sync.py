@@ -192,9 +192,16 @@ class Threads(Resource):
 
 class Runs(Resource):
     def create(
-        self, thread_id: str, input: calls.RunInput, *, idempotency_key: str | None = None
+        self,
+        thread_id: str,
+        input: calls.RunInput,
+        *,
+        idempotency_key: str | None = None,
+        wait: float | None = None,
     ) -> Run:
-        return self._client.send(calls.create_run(thread_id, input, idempotency_key))
+        """A new run; with `wait` (at most 30 s), as soon as it needs tool outputs or has
+        ended."""
+        return self._client.send(calls.create_run(thread_id, input, idempotency_key, wait))
 
     def get(self, run_id: str, *, wait: float | None = None) -> Run:
         """The run; with `wait` (at most 30 s), as soon as it needs tool outputs or has ended."""
@@ -274,13 +281,14 @@ class Runs(Resource):
         followed on its event stream, or with `?wait=` long polls when `stream=False` or the
         server has no stream."""
         functions = dict(tools or {})
+        if not stream:
+            run = self.create(thread_id, input, wait=calls.MAX_WAIT_SECONDS)
+            return self._poll_to_end(run, functions)
         run = self.create(thread_id, input)
-        if stream:
-            try:
-                return self._follow_to_end(run, functions)
-            except StreamsUnavailable:
-                pass
-        return self._poll_to_end(run, functions)
+        try:
+            return self._follow_to_end(run, functions)
+        except StreamsUnavailable:
+            return self._poll_to_end(run, functions)
 
     def _follow_to_end(self, run: Run, functions: Mapping[str, tools_.ToolFunction]) -> Run:
         latest = run

@@ -236,6 +236,23 @@ class HostedService:
         thread_id: str,
         run_input: list[dict[str, str]],
         idempotency_key: str | None,
+        wait: float = 0,
+    ) -> RunRecord:
+        """Start a run (or find the one its idempotency key started). With `wait` seconds, the
+        answer is the run as `wait_while_working` then finds it: at its first pause, at its
+        end, or still working when the wait runs out."""
+        _check_wait(wait)
+        run = await self._create_run(account_id, thread_id, run_input, idempotency_key)
+        if not wait:
+            return run
+        return await self.wait_while_working(account_id, run.id, wait)
+
+    async def _create_run(
+        self,
+        account_id: str,
+        thread_id: str,
+        run_input: list[dict[str, str]],
+        idempotency_key: str | None,
     ) -> RunRecord:
         thread = await self.thread(account_id, thread_id)
         agent = await self.agent(account_id, thread.agent_id)

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Body, Depends, Header, Path, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import BeforeValidator
 
-from juru.core.errors import NotFoundError
+from juru.core.errors import NotFoundError, invalid
 from juru.hosted.service import MAX_WAIT_SECONDS
 from juru.http.deps import Account, Context, Hosted, StreamingAccount, current_account
 from juru.http.hosted.run_streams import EVENT_ID_PATTERN, event_stream
@@ -201,14 +201,18 @@ async def create_run(
     hosted: Hosted,
     context: Context,
     idempotency_key: Annotated[str | None, Header(max_length=255)] = None,
+    wait: Wait = 0,
 ) -> RunOut | StreamingResponse:
     """Start a background run (409 `thread_busy` while another run of the thread is active).
     The same Idempotency-Key on the thread within 24 hours returns the same run (422
     `idempotency_key_reused` if the body differs). With `"stream": true` the answer is the
-    run's event stream (`GET /v1/runs/{run_id}/events`) from its first event."""
+    run's event stream (`GET /v1/runs/{run_id}/events`) from its first event; with `wait`,
+    the run once it needs tool outputs or has ended (`GET /v1/runs/{run_id}?wait=`)."""
     messages = body.messages()
     check_input_size(messages, context.settings, "input")
-    run = await hosted.create_run(account, thread_id, messages, idempotency_key)
+    if body.stream and wait:
+        raise invalid('wait and "stream": true are two ways to follow a run: ask for one')
+    run = await hosted.create_run(account, thread_id, messages, idempotency_key, wait)
     if body.stream:
         items = await hosted.run_events(account, run.id)
         assert items is not None  # from the first event: a run's log is never empty
