@@ -105,8 +105,12 @@ class Api:
     async def create_thread(self, agent_id: str) -> str:
         return str((await self._json("POST", f"/v1/agents/{agent_id}/threads", json={}))["id"])
 
-    async def start_run(self, thread_id: str, text: str = "go") -> dict[str, Any]:
-        return await self._json("POST", f"/v1/threads/{thread_id}/runs", json={"input": text})
+    async def start_run(self, thread_id: str, text: str = "go", wait: float = 0) -> dict[str, Any]:
+        """A new run; with `wait`, as it is at its first pause (or end)."""
+        params = {"wait": str(wait)} if wait else {}
+        return await self._json(
+            "POST", f"/v1/threads/{thread_id}/runs", json={"input": text}, params=params
+        )
 
     async def get_run(self, run_id: str, wait: float = 0) -> dict[str, Any]:
         params = {"wait": str(wait)} if wait else {}
@@ -136,7 +140,8 @@ class Api:
     ) -> RunResult:
         """Follow a run to its end (or to `stop_at`), answering its tool calls at once, as
         Juru's client does: the tool outputs' request waits for the next pause (`?wait=` on
-        `tool_outputs`), so a step costs one request. `answer_waits=False` answers without
+        `tool_outputs`), so a step costs one request (with a run started with `wait`, whose
+        creation waits for the first pause). `answer_waits=False` answers without
         waiting and waits with `GET ?wait=`, two requests per step.
 
         `?wait=` holds the request while the run is queued or running; a wait that runs to its
@@ -229,7 +234,7 @@ async def lane(api: Api, thread_id: str, totals: LaneTotals, wait: float) -> Non
     """Run runs back to back on one thread until cancelled; a failed request ends the lane."""
     while True:
         try:
-            result = await api.drive(await api.start_run(thread_id), wait)
+            result = await api.drive(await api.start_run(thread_id, wait=wait), wait)
         except REQUEST_ERRORS as error:
             totals.errors += 1
             totals.last_error = f"{type(error).__name__}: {error}"[:300]
