@@ -64,7 +64,7 @@ def overhead_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Ro
         "DB commits/step",
         "DB rollbacks/step",
     ]
-    header += ["two requests per step: CPU ms/step, e2e"]
+    header += ["alternating blocks, 1 / 2 requests per step: CPU ms/step"]
     header += [f"{part} ms" for part in parts]
     rows = []
     for result in results:
@@ -83,18 +83,20 @@ def overhead_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Ro
                 _f(None if api is None else result["server_cpu_ms_per_step"] - api),
                 _f(result.get("db_commits_per_step")),
                 _f(result.get("db_rollbacks_per_step")),
-                _two_requests(result.get("two_requests_per_step")),
+                _alternating(result.get("alternating")),
                 *(_f(split.get(part)) for part in parts),
             ]
         )
     return "1. Overhead: 5 model steps at 200 ms, one run at a time", header, rows
 
 
-def _two_requests(figures: dict[str, float] | None) -> str:
-    """The runs answered in two requests per step (absent from results before 2026-12-04)."""
+def _alternating(figures: dict[str, dict[str, float]] | None) -> str:
+    """CPU per step of runs driven with one and two requests per step, in alternate blocks
+    (absent from results before 2026-12-04)."""
     if figures is None:
         return "-"
-    return f"{figures['server_cpu_ms_per_step']:.1f}, {figures['ratio_median']:.3f}"
+    one, two = figures["one_request"], figures["two_requests"]
+    return f"{one['server_cpu_ms_per_step']:.1f} / {two['server_cpu_ms_per_step']:.1f}"
 
 
 def throughput_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Row]]:

@@ -4,10 +4,12 @@ End-to-end time (POST run to `succeeded` seen by the client) over the sum of mod
 and the server's CPU per model step, split by a py-spy profile taken during the same runs.
 The client drives runs as Juru's client does: the run's creation waits for its first pause, and
 each pause is answered with one request that also waits for the next (`tool_outputs?wait=`),
-one request per model step. Blocks of these runs alternate, on the same server, with blocks of
-runs driven as before 2026-12-04: created, then each pause answered without waiting and waited
-for with `GET ?wait=`, two requests per step. (Run one after the other, the later set ran on
-a fuller database and read a few ms slower per step than when the two alternate.)
+one request per model step.
+
+Then, on the same server, blocks of such runs alternate with blocks of runs driven as before
+2026-12-04: created, then each pause answered without waiting and waited for with
+`GET ?wait=`, two requests per step. Only the alternation compares the two: run one set after
+the other, the later one ran on a fuller database and read a few ms slower per step.
 """
 
 from __future__ import annotations
@@ -28,16 +30,18 @@ STEPS_PER_RUN = 5
 BLOCK_RUNS = 5
 
 
-def counters(bench: Stack, api: Api) -> dict[str, float]:
+def counters(bench: Stack, api: Api, database: bool) -> dict[str, float]:
     """What the server and the client have done so far: model steps, CPU seconds (the whole
-    server, its API process), requests sent, PostgreSQL commits and rollbacks, and statements
-    by shape (the SQL census, JURU_BENCH_SQL=1)."""
+    server, its API process), requests sent and, with `database`, PostgreSQL commits and
+    rollbacks (once they settle) and statements by shape (the SQL census, JURU_BENCH_SQL=1)."""
     now = {
         "model_steps": float(bench.model.stats()["requests"]),
         "cpu": bench.server.cpu_seconds(),
         "api_cpu": bench.server.api_cpu_seconds(),
         "requests": float(api.requests),
     }
+    if not database:
+        return now
     pg = bench.database.pg_stats()
     if pg is not None:
         now.update(commits=pg["commits"], rollbacks=pg["rollbacks"])
@@ -55,8 +59,12 @@ class Driving:
     driven: list[tuple[RunResult, float]] = field(default_factory=list)
     done: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
 
-    async def block(self, api: Api, bench: Stack, threads: list[str]) -> None:
-        before = counters(bench, api)
+    async def block(
+        self, api: Api, bench: Stack, threads: list[str], database: bool = False
+    ) -> None:
+        """Drive a run on each thread, one at a time; `database`: count the database's work
+        too (PostgreSQL's counts settle at both ends, so idle time is counted with it)."""
+        before = counters(bench, api, database)
         for thread in threads:
             started = time.monotonic()
             run = await api.start_run(thread, wait=30 if self.answer_waits else 0)
@@ -64,7 +72,7 @@ class Driving:
             if result.status != "succeeded":
                 raise RuntimeError(f"a bench run ended {result.status}: {result.error}")
             self.driven.append((result, time.monotonic() - started))
-        after = counters(bench, api)
+        after = counters(bench, api, database)
         for name, value in after.items():
             self.done[name] += value - before.get(name, 0.0)
 
@@ -81,18 +89,17 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
         api = Api(bench.server.base_url, bench.key, connections=8)
         try:
             agent = await api.create_agent()
-            threads = [await api.create_thread(agent) for _ in range(2 * runs)]
+            threads = [await api.create_thread(agent) for _ in range(3 * runs)]
             # A worker process's first run pays its imports and first builds, once.
             await warm_every_worker(api, agent, bench)
             warmed = len(bench.database.workers_that_ran())
             worker_processes = len(process_tree(bench.server.pid)) - 1
-            one, two = Driving(answer_waits=True), Driving(answer_waits=False)
+            one = Driving(answer_waits=True)
             profiler = Profiler(bench.server.pid, out / f"overhead-{dialect}.pyspy.txt", 250)
             profiler.start()
-            for start in range(0, runs, BLOCK_RUNS):
-                await one.block(api, bench, threads[start : start + BLOCK_RUNS])
-                await two.block(api, bench, threads[runs + start : runs + start + BLOCK_RUNS])
+            await one.block(api, bench, threads[:runs], database=True)
             samples = profiler.stop()
+            alternating = await one_against_two_requests(api, bench, threads[runs:])
         finally:
             await api.aclose()
     cpu_ms_per_step = 1000 * one.per_step("cpu")
@@ -122,7 +129,6 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
         # The API process's part (HTTP, the tool outputs' write); the rest is the workers'.
         "api_cpu_ms_per_step": 1000 * one.per_step("api_cpu"),
         "requests_per_step": one.per_step("requests"),
-        # From a profile over both kinds of run, charged to the first kind's CPU.
         "cpu_ms_per_step_by_part": {
             part: share * cpu_ms_per_step for part, share in shares(samples).items()
         },
@@ -132,13 +138,31 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
         "sql_per_step": (
             {shape: count / one.done["model_steps"] for shape, count in census} if census else None
         ),
-        # The runs of the alternate blocks, two requests per step (outputs, then `GET ?wait=`).
-        "two_requests_per_step": {
-            "requests_per_step": two.per_step("requests"),
-            "server_cpu_ms_per_step": 1000 * two.per_step("cpu"),
-            "api_cpu_ms_per_step": 1000 * two.per_step("api_cpu"),
-            "ratio_median": statistics.median(two.ratios()),
-        },
+        # Alternate blocks of runs driven with one request per step and with two (outputs,
+        # then `GET ?wait=`), after the runs above.
+        "alternating": alternating,
         "profile_samples": sum(samples.values()) if samples else 0,
         "profile_error": profiler.error,
+    }
+
+
+async def one_against_two_requests(
+    api: Api, bench: Stack, threads: list[str]
+) -> dict[str, dict[str, float]]:
+    """Alternate blocks of runs driven with one request per step and with two, half of
+    `threads` each: requests, server CPU and API process CPU per step, and the median e2e ratio
+    of each kind."""
+    one, two = Driving(answer_waits=True), Driving(answer_waits=False)
+    half = len(threads) // 2
+    for start in range(0, half, BLOCK_RUNS):
+        await one.block(api, bench, threads[start : start + BLOCK_RUNS])
+        await two.block(api, bench, threads[half + start : half + start + BLOCK_RUNS])
+    return {
+        kind: {
+            "requests_per_step": driving.per_step("requests"),
+            "server_cpu_ms_per_step": 1000 * driving.per_step("cpu"),
+            "api_cpu_ms_per_step": 1000 * driving.per_step("api_cpu"),
+            "ratio_median": statistics.median(driving.ratios()),
+        }
+        for kind, driving in (("one_request", one), ("two_requests", two))
     }

@@ -108,9 +108,12 @@ def test_overhead_scenario_quick(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     # outputs', waiting for the next). Driven the older way: creation, `GET ?wait=`, and two
     # requests per pause.
     assert result["requests_per_step"] == pytest.approx(5 / 5)
-    two = result["two_requests_per_step"]
+    one, two = result["alternating"]["one_request"], result["alternating"]["two_requests"]
+    assert one["requests_per_step"] == pytest.approx(5 / 5)
     assert two["requests_per_step"] == pytest.approx(10 / 5)
-    assert two["server_cpu_ms_per_step"] > 0 and two["ratio_median"] > 1.0
+    for driven in (one, two):
+        assert driven["server_cpu_ms_per_step"] > driven["api_cpu_ms_per_step"] > 0
+        assert driven["ratio_median"] > 1.0
     saved = json.loads((tmp_path / "latest.json").read_text())
     assert [r["scenario"] for r in saved["results"]] == ["overhead"]
 
