@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -169,6 +169,17 @@ class Api:
             run.get("error"),
         )
 
+    async def run_to_end(
+        self, thread_id: str, wait: float = 30.0, answer_waits: bool = True
+    ) -> RunResult:
+        """Start a run on the thread and `drive` it to its end. Its seconds count from the
+        creation, which waits for the first pause when `answer_waits` (as Juru's client
+        does), else answers at once."""
+        started = time.monotonic()
+        run = await self.start_run(thread_id, wait=wait if answer_waits else 0)
+        result = await self.drive(run, wait, answer_waits=answer_waits)
+        return replace(result, seconds=time.monotonic() - started)
+
     async def follow(
         self, thread_id: str, text: str = "go", delays: list[float] | None = None
     ) -> RunResult:
@@ -234,7 +245,7 @@ async def lane(api: Api, thread_id: str, totals: LaneTotals, wait: float) -> Non
     """Run runs back to back on one thread until cancelled; a failed request ends the lane."""
     while True:
         try:
-            result = await api.drive(await api.start_run(thread_id, wait=wait), wait)
+            result = await api.run_to_end(thread_id, wait)
         except REQUEST_ERRORS as error:
             totals.errors += 1
             totals.last_error = f"{type(error).__name__}: {error}"[:300]

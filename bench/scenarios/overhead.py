@@ -15,7 +15,6 @@ the other, the later one ran on a fuller database and read a few ms slower per s
 from __future__ import annotations
 
 import statistics
-import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,7 +55,7 @@ class Driving:
     what the server did while they ran."""
 
     answer_waits: bool
-    driven: list[tuple[RunResult, float]] = field(default_factory=list)
+    driven: list[RunResult] = field(default_factory=list)
     done: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
 
     async def block(
@@ -66,12 +65,10 @@ class Driving:
         too (PostgreSQL's counts settle at both ends, so idle time is counted with it)."""
         before = counters(bench, api, database)
         for thread in threads:
-            started = time.monotonic()
-            run = await api.start_run(thread, wait=30 if self.answer_waits else 0)
-            result = await api.drive(run, wait=30, answer_waits=self.answer_waits)
+            result = await api.run_to_end(thread, wait=30, answer_waits=self.answer_waits)
             if result.status != "succeeded":
                 raise RuntimeError(f"a bench run ended {result.status}: {result.error}")
-            self.driven.append((result, time.monotonic() - started))
+            self.driven.append(result)
         after = counters(bench, api, database)
         for name, value in after.items():
             self.done[name] += value - before.get(name, 0.0)
@@ -80,7 +77,7 @@ class Driving:
         return self.done[name] / self.done["model_steps"]
 
     def ratios(self) -> list[float]:
-        return [elapsed / (result.steps * LATENCY) for result, elapsed in self.driven]
+        return [result.seconds / (result.steps * LATENCY) for result in self.driven]
 
 
 async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
@@ -108,8 +105,8 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
         ((name[4:], count) for name, count in one.done.items() if name.startswith("sql:")),
         key=lambda item: -item[1],
     )
-    seconds = [elapsed for _, elapsed in one.driven]
-    steps = sum(result.steps for result, _ in one.driven)
+    seconds = [result.seconds for result in one.driven]
+    steps = sum(result.steps for result in one.driven)
     return {
         "scenario": "overhead",
         "db": dialect,
@@ -120,7 +117,7 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
         "steps_seen_by_client": steps,
         "worker_processes": worker_processes,
         "warmed_workers": warmed,
-        "stalled_waits": sum(result.stalled_waits for result, _ in one.driven),
+        "stalled_waits": sum(result.stalled_waits for result in one.driven),
         "run_seconds_median": statistics.median(seconds),
         "ratio_median": statistics.median(one.ratios()),
         "ratio_mean": sum(seconds) / (steps * LATENCY),

@@ -67,7 +67,7 @@ async def sequential(api: Api, threads: list[str], bench: Any) -> dict[str, Any]
                 if mode == "streamed":
                     result = await api.follow(thread)
                 else:
-                    result = await api.drive(await api.start_run(thread, wait=30), wait=30)
+                    result = await api.run_to_end(thread, wait=30)
                 if result.status != "succeeded":
                     raise RuntimeError(f"a {mode} bench run ended {result.status}: {result.error}")
                 ratios[mode].append(result.seconds / (result.steps * LATENCY))

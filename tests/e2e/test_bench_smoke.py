@@ -157,6 +157,8 @@ def test_streams_scenario_follows_runs_and_holds_streams_open(
     assert one["waited_runs"] == one["runs"] and one["waited_cpu_ms_per_step"] > 0
     difference = one["server_cpu_ms_per_step"] - one["waited_cpu_ms_per_step"]
     assert one["streamed_minus_waited_ms"] == pytest.approx(difference)
+    # Both kinds of run are timed from their creation: every model step's wait is in it.
+    assert one["ratio_median"] > 1.0 and one["waited_ratio_median"] > 1.0
     assert result["concurrent"]["events_timed"] > 0 and result["concurrent"]["lane_errors"] == 0
     assert 0 <= result["concurrent"]["delay_p50_ms"] <= result["concurrent"]["delay_p99_ms"]
     assert result["idle"]["open_streams"] == 20
