@@ -15,7 +15,7 @@ from sqlalchemy.exc import IntegrityError
 
 from juru.core.errors import InvalidRequestError
 from juru.core.states import RunStatus
-from juru.engine.execution import INPUT_WRITE_CHUNK, hosted_thread_key
+from juru.engine.execution import INPUT_WRITE_CHUNK, RunExecution, hosted_thread_key
 from juru.store import runs as run_store
 from juru.store.pruning import count_checkpoints
 from juru.store.tables import runs
@@ -518,6 +518,33 @@ class TestWaiting:
             hosted.client.get(f"/v1/runs/{run['id']}?wait=30"), timeout=10
         )
         assert response.json()["status"] == "cancelled"
+
+
+async def test_a_run_resumed_before_its_execution_has_ended_is_executed_again(
+    hosted: HostedHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A fast client's outputs can come back, and this worker claim the run again, while the
+    # execution that paused it is still winding down. The new execution starts once that one
+    # has ended; the run must not wait for the lease the claim took to lapse.
+    run = await hosted.new_run()
+    worker = hosted.worker()
+    execute = RunExecution.execute
+    answered: list[int] = []
+
+    async def pause_then_answer_at_once(execution: RunExecution) -> None:
+        await execute(execution)
+        if not answered:
+            paused = await hosted.get_run(execution.run.id)
+            assert paused["status"] == "requires_action", paused
+            answered.append((await hosted.answer(paused)).status_code)
+            answered.append(await worker.fill_slots())  # this execution has not ended yet
+
+    monkeypatch.setattr(RunExecution, "execute", pause_then_answer_at_once)
+    assert await worker.fill_slots() == 1
+    await asyncio.wait_for(worker.drain(), timeout=20)
+    assert answered == [200, 1]
+    done = await hosted.get_run(run["id"])
+    assert done["status"] == "succeeded", done
 
 
 class TestCreatingWithAWait:

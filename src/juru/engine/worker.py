@@ -52,8 +52,8 @@ class Worker:
         self.concurrency = concurrency
         self.name = name or worker_name()
         self._running: set[asyncio.Task[None]] = set()
-        # The runs this worker is executing, by id.
-        self._executing: set[str] = set()
+        # The runs this worker is executing, by id: the latest execution of each, and its task.
+        self._executing: dict[str, tuple[RunExecution, asyncio.Task[None]]] = {}
 
     def has_room(self) -> bool:
         """Whether the worker could start another run now."""
@@ -84,24 +84,33 @@ class Worker:
         while (free := self.concurrency - len(self._running)) > 0:
             claimed = await self.machine.claim(self.name, free)
             for run in claimed:
-                if run.id in self._executing:
+                current = self._executing.get(run.id)
+                if current is not None and current[0].run.pause_count == run.pause_count:
                     # Its lease lapsed while this worker executed it (the database was down):
                     # the claim renewed the lease of the execution that is still going on. A
                     # second execution under the same name would pass every lease check too.
                     logger.info("worker %s took back its own run %s; it goes on", self.name, run.id)
                     continue
+                # With `current`, the run paused in that execution and was resumed before the
+                # execution had ended: the new one starts when the old one has.
                 logger.info("worker %s took run %s (attempt %d)", self.name, run.id, run.attempts)
                 execution = RunExecution(self.context, run, self.name)
-                task = asyncio.create_task(self._execute(execution), name=f"run {run.id}")
+                previous = None if current is None else current[1]
+                task = asyncio.create_task(self._execute(execution, previous), name=f"run {run.id}")
                 self._running.add(task)
-                self._executing.add(run.id)
+                self._executing[run.id] = (execution, task)
                 started += 1
             if len(claimed) < free:
                 break
         return started
 
-    async def _execute(self, execution: RunExecution) -> None:
+    async def _execute(
+        self, execution: RunExecution, previous: asyncio.Task[None] | None = None
+    ) -> None:
+        """Execute the run, once `previous` (this worker's last execution of it) has ended."""
         try:
+            if previous is not None:
+                await asyncio.wait({previous})
             await execution.execute()
         except asyncio.CancelledError:
             with contextlib.suppress(*OUTAGE_ERRORS):
@@ -126,7 +135,9 @@ class Worker:
         finally:
             was_full = not self.has_room()
             self._running.discard(asyncio.current_task())
-            self._executing.discard(execution.run.id)
+            latest = self._executing.get(execution.run.id)
+            if latest is not None and latest[0] is execution:
+                del self._executing[execution.run.id]
             if was_full:
                 # A slot is free again: this worker may take a run it had to leave waiting.
                 await self.machine.events.announce_work()
