@@ -31,6 +31,11 @@ TOOL = {
 }
 
 
+def wait_params(wait: float) -> dict[str, str]:
+    """The `?wait=` of a request that waits for a run (none for 0)."""
+    return {"wait": str(wait)} if wait else {}
+
+
 @dataclass
 class RunResult:
     status: str
@@ -107,13 +112,13 @@ class Api:
 
     async def start_run(self, thread_id: str, text: str = "go", wait: float = 0) -> dict[str, Any]:
         """A new run; with `wait`, as it is at its first pause (or end)."""
-        params = {"wait": str(wait)} if wait else {}
+        params = wait_params(wait)
         return await self._json(
             "POST", f"/v1/threads/{thread_id}/runs", json={"input": text}, params=params
         )
 
     async def get_run(self, run_id: str, wait: float = 0) -> dict[str, Any]:
-        params = {"wait": str(wait)} if wait else {}
+        params = wait_params(wait)
         return await self._json("GET", f"/v1/runs/{run_id}", params=params)
 
     async def answer(self, run: dict[str, Any], wait: float = 0) -> dict[str, Any]:
@@ -123,7 +128,7 @@ class Api:
             {"tool_call_id": call["id"], "output": '{"ok": true}'}
             for call in run["pending_tool_calls"]
         ]
-        params = {"wait": str(wait)} if wait else {}
+        params = wait_params(wait)
         return await self._json(
             "POST",
             f"/v1/runs/{run['id']}/tool_outputs",

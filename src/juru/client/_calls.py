@@ -85,6 +85,11 @@ def given(**values: Any) -> dict[str, Any]:
     return {name: value for name, value in values.items() if value is not None}
 
 
+def wait_params(wait: float | None) -> dict[str, Any]:
+    """The `?wait=` of a call that can wait for a run, capped at the server's 30 s (none for 0)."""
+    return given(wait=None if not wait else min(wait, MAX_WAIT_SECONDS))
+
+
 def page_params(limit: int | None, after: str | None) -> dict[str, Any]:
     return given(limit=limit, after=after)
 
@@ -169,13 +174,13 @@ def create_run(
     """A new run; the key (a fresh one when none is given) makes a retried create safe."""
     body = {"input": input if isinstance(input, str) else [dict(m) for m in input]}
     headers = {"Idempotency-Key": idempotency_key or f"juru-client-{uuid.uuid4().hex}"}
-    params = given(wait=None if not wait else min(wait, MAX_WAIT_SECONDS))
+    params = wait_params(wait)
     path = f"/v1/threads/{quoted(thread_id)}/runs"
     return Call("POST", path, model(Run), json=body, headers=headers, params=params)
 
 
 def get_run(run_id: str, wait: float | None) -> Call[Run]:
-    params = given(wait=None if not wait else min(wait, MAX_WAIT_SECONDS))
+    params = wait_params(wait)
     return Call("GET", f"/v1/runs/{quoted(run_id)}", model(Run), params=params)
 
 
@@ -198,7 +203,7 @@ def submit_tool_outputs(
     run_id: str, outputs: Sequence[Mapping[str, str]], wait: float | None = None
 ) -> Call[Run]:
     body = {"outputs": [dict(output) for output in outputs]}
-    params = given(wait=None if not wait else min(wait, MAX_WAIT_SECONDS))
+    params = wait_params(wait)
     path = f"/v1/runs/{quoted(run_id)}/tool_outputs"
     return Call("POST", path, model(Run), json=body, params=params)
 
