@@ -142,6 +142,7 @@ class Api:
         wait: float = 30.0,
         stop_at: str | None = None,
         answer_waits: bool = True,
+        waits: list[tuple[float, float]] | None = None,
     ) -> RunResult:
         """Follow a run to its end (or to `stop_at`), answering its tool calls at once, as
         Juru's client does: the tool outputs' request waits for the next pause (`?wait=` on
@@ -151,10 +152,12 @@ class Api:
 
         `?wait=` holds the request while the run is queued or running; a wait that runs to its
         full length and still finds the run working is counted as a stall (a slow server, or
-        a regression of the wait).
+        a regression of the wait). Each waiting request's send time (monotonic seconds) and
+        duration are appended to `waits` as it ends.
         """
         started = time.monotonic()
         stalls = 0
+        waits = [] if waits is None else waits
         while run["status"] not in TERMINAL and run["status"] != stop_at:
             asked = time.monotonic()
             if run["status"] == "requires_action":
@@ -163,8 +166,9 @@ class Api:
                     continue
             else:
                 run = await self.get_run(run["id"], wait)
-            timed_out = time.monotonic() - asked >= wait * 0.95
-            if timed_out and run["status"] in ("queued", "running"):
+            took = time.monotonic() - asked
+            waits.append((asked, took))
+            if took >= wait * 0.95 and run["status"] in ("queued", "running"):
                 stalls += 1
         return RunResult(
             run["status"],
@@ -175,14 +179,20 @@ class Api:
         )
 
     async def run_to_end(
-        self, thread_id: str, wait: float = 30.0, answer_waits: bool = True
+        self,
+        thread_id: str,
+        wait: float = 30.0,
+        answer_waits: bool = True,
+        waits: list[tuple[float, float]] | None = None,
     ) -> RunResult:
         """Start a run on the thread and `drive` it to its end. Its seconds count from the
         creation, which waits for the first pause when `answer_waits` (as Juru's client
-        does), else answers at once."""
+        does), else answers at once; a waiting creation is appended to `waits` too."""
         started = time.monotonic()
         run = await self.start_run(thread_id, wait=wait if answer_waits else 0)
-        result = await self.drive(run, wait, answer_waits=answer_waits)
+        if answer_waits and waits is not None:
+            waits.append((started, time.monotonic() - started))
+        result = await self.drive(run, wait, answer_waits=answer_waits, waits=waits)
         return replace(result, seconds=time.monotonic() - started)
 
     async def follow(
@@ -235,6 +245,8 @@ class LaneTotals:
     stalled_waits: int = 0
     errors: int = 0
     last_error: str = ""
+    # Each waiting request of the lanes: when it was sent (monotonic seconds), how long it took.
+    waits: list[tuple[float, float]] = field(default_factory=list)
 
     def add(self, result: RunResult) -> None:
         self.runs += 1
@@ -250,7 +262,7 @@ async def lane(api: Api, thread_id: str, totals: LaneTotals, wait: float) -> Non
     """Run runs back to back on one thread until cancelled; a failed request ends the lane."""
     while True:
         try:
-            result = await api.run_to_end(thread_id, wait)
+            result = await api.run_to_end(thread_id, wait, waits=totals.waits)
         except REQUEST_ERRORS as error:
             totals.errors += 1
             totals.last_error = f"{type(error).__name__}: {error}"[:300]

@@ -99,10 +99,17 @@ def _alternating(figures: dict[str, dict[str, float]] | None) -> str:
     return f"{one['server_cpu_ms_per_step']:.1f} / {two['server_cpu_ms_per_step']:.1f}"
 
 
+def _wait_percentiles(row: dict[str, Any]) -> str:
+    """A throughput row's step waits, p50 / p99 in seconds (absent before 2026-12-04)."""
+    if row.get("wait_p50_s") is None:
+        return "-"
+    return f"{row['wait_p50_s']:.2f} / {row['wait_p99_s']:.2f}"
+
+
 def throughput_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Row]]:
     header = ["db", "N", "steps/s", "ideal", "efficiency", "server CPU", "CPU ms/step"]
     header += ["fake model CPU", "client CPU", "runs ended", "errors", "stalled waits"]
-    header += ["PG sessions/s"]
+    header += ["step wait p50 / p99 s", "PG sessions/s"]
     rows = []
     for result in results:
         for row in result["rows"]:
@@ -120,6 +127,7 @@ def throughput_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[
                     str(row["runs_ended"]),
                     str(row["run_errors"]),
                     str(row["stalled_waits"]),
+                    _wait_percentiles(row),
                     _f(row.get("pg_sessions_per_s")),
                 ]
             )

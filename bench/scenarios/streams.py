@@ -25,7 +25,8 @@ from httpx_sse import aconnect_sse
 
 from bench.client import REQUEST_ERRORS, Api, RunResult, warm_every_worker
 from bench.harness import stack
-from bench.scenarios.waiting import park, percentile
+from bench.scenarios.waiting import park
+from bench.stats import percentile
 
 LATENCY = 0.2
 STEPS_PER_RUN = 5

@@ -16,9 +16,13 @@ from typing import Any
 from bench.client import Api, LaneTotals, lane
 from bench.harness import stack
 from bench.profile import Profiler, shares
+from bench.stats import percentile
 
 LATENCY = 0.2
-WAIT_SECONDS = 5.0
+# The lanes wait as Juru's client does. At saturation a step's request waits about
+# N / (steps per second): 3-8 s at N = 200-500 on this machine, so a shorter wait would count
+# plain queueing as stalls. A stall here is a run that made no progress for 30 s.
+WAIT_SECONDS = 30.0
 
 
 async def measure_lanes(
@@ -45,6 +49,7 @@ async def measure_lanes(
             await asyncio.gather(*lanes, return_exceptions=True)
     steps = model1["requests"] - model0["requests"]
     server_cpu = server1 - server0
+    waits = [took for sent, took in totals.waits if started <= sent <= started + elapsed]
     return {
         "steps_per_s": steps / elapsed,
         "window_s": elapsed,
@@ -57,6 +62,11 @@ async def measure_lanes(
         "run_errors": totals.errors,
         "last_error": totals.last_error,
         "stalled_waits": totals.stalled_waits,
+        # The lanes' waiting requests sent in the window: one per model step, each from the
+        # client's answer (or the run's creation) to the run's next pause or end.
+        "step_waits": len(waits),
+        "wait_p50_s": percentile(waits, 0.5) if waits else None,
+        "wait_p99_s": percentile(waits, 0.99) if waits else None,
         "cpu_share_by_part": shares(samples),
         # PostgreSQL only: new database sessions per second (a pool reconnecting shows here).
         "pg_sessions_per_s": (pg1["sessions"] - pg0["sessions"]) / elapsed if pg0 and pg1 else None,

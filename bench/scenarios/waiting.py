@@ -24,6 +24,7 @@ import httpx
 from bench.client import Api, warm_every_worker
 from bench.harness import stack
 from bench.scenarios.throughput import measure_lanes
+from bench.stats import percentile
 
 LATENCY = 0.2
 ACTIVE_RUNS = 100
@@ -31,13 +32,6 @@ RATE = 50.0
 PARKING_CONCURRENCY = 32
 # The lanes' warm-up: the 100 runs start together, then keep the workers saturated.
 LANES_WARMUP_SECONDS = 2.0
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
 async def _open_loop(

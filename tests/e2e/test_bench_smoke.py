@@ -16,7 +16,7 @@ from bench import http_floor, report, run
 from bench.client import TOOL
 from bench.harness import FakeModel
 from bench.profile import attribute
-from bench.scenarios import overhead, peers, streams
+from bench.scenarios import overhead, peers, streams, throughput
 
 pytestmark = pytest.mark.e2e
 
@@ -116,6 +116,23 @@ def test_overhead_scenario_quick(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         assert driven["ratio_median"] > 1.0
     saved = json.loads((tmp_path / "latest.json").read_text())
     assert [r["scenario"] for r in saved["results"]] == ["overhead"]
+
+
+def test_throughput_scenario_times_each_steps_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(throughput, "LATENCY", 0.05)
+    monkeypatch.setenv("JURU_BENCH_LEVELS", "4")
+    arguments = ["--db", "sqlite", "--scenarios", "throughput", "--quick", "--out", str(tmp_path)]
+    assert run.main(arguments) == 0
+    [row] = json.loads((tmp_path / "throughput-sqlite.json").read_text())["rows"]
+    assert row["concurrency"] == 4 and row["model_steps"] > 0
+    assert row["stalled_waits"] == 0
+    # One waiting request per model step (the creation's, then each answer's), give or take
+    # the requests in flight at either end of the window.
+    assert abs(row["step_waits"] - row["model_steps"]) <= 2 * 4
+    # A step's wait holds at least the model's call.
+    assert throughput.LATENCY <= row["wait_p50_s"] <= row["wait_p99_s"] < throughput.WAIT_SECONDS
 
 
 def test_peer_scenarios_run_the_same_graph_in_process_and_in_the_playground(
