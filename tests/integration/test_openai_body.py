@@ -8,6 +8,7 @@ from typing import Any
 import openai
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages.utils import message_chunk_to_message
 from langchain_openai import ChatOpenAI
 
 from juru.models.catalog import ModelCatalog
@@ -157,3 +158,34 @@ def _without_nones(value: Any) -> Any:
     if isinstance(value, dict):
         return {key: _without_nones(item) for key, item in value.items() if item is not None}
     return value
+
+
+async def _streamed_replies(server: FakeOpenAIServer, model: Any) -> list[AIMessage]:
+    server.reset()
+    call = {"id": "call_1", "name": "lookup", "arguments": {"word": "juru"}}
+    server.script([{"content": "an expert in a craft"}, {"tool_calls": [call]}])
+    bound = model.bind_tools([LOOKUP_TOOL], tool_choice="auto")
+    replies = []
+    for _ in range(2):
+        whole: Any = None
+        async for chunk in bound.astream(CONVERSATION):
+            whole = chunk if whole is None else whole + chunk
+        replies.append(message_chunk_to_message(whole))
+    return replies
+
+
+async def test_a_streamed_reply_reads_as_the_sdks_would(
+    fake_openai: FakeOpenAIServer, http_client: openai.DefaultAsyncHttpxClient
+) -> None:
+    """Each streamed chunk's JSON goes to LangChain as it came, not through the SDK's chunk
+    model: the joined message is the same (text, tool calls, usage)."""
+    juru_model = with_plain_bodies(_sdk_chat_model(fake_openai, http_client))
+
+    replies = await _streamed_replies(fake_openai, juru_model)
+    expected = await _streamed_replies(fake_openai, _sdk_chat_model(fake_openai, http_client))
+
+    assert replies[0].content == "an expert in a craft"
+    assert replies[1].tool_calls[0]["args"] == {"word": "juru"}
+    for reply, sdk_reply in zip(replies, expected, strict=True):
+        assert reply.usage_metadata is not None and reply.usage_metadata["output_tokens"] > 0
+        assert reply.model_dump(exclude={"id"}) == sdk_reply.model_dump(exclude={"id"})

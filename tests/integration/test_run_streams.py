@@ -17,6 +17,7 @@ from sqlalchemy import Connection, func, select, update
 
 from juru.engine.events import log_grew
 from juru.hosted.streams import Heartbeat, MessageDelta, follow_run
+from juru.models import streams
 from juru.store import run_log
 from juru.store.run_log import RunEventRecord
 from juru.store.tables import run_events, runs
@@ -386,6 +387,29 @@ class TestTextDeltas:
         await hosted_openai.work()
         assert (await hosted_openai.get_run(run["id"]))["output"] == ANSWER
         assert not fake_openai.requests()[0].get("stream")
+
+    async def test_a_followed_call_whose_model_goes_silent_fails_the_run_uncharged(
+        self,
+        hosted_openai: HostedHarness,
+        fake_openai: FakeOpenAIServer,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        monkeypatch.setattr(streams, "SILENCE_SECONDS", 0.3)
+        # The stream stops after its first piece of text and sends nothing more.
+        fake_openai.script([{"content": ANSWER, "hold": "silent"}])
+        run = await hosted_openai.new_run(model_id=OPENAI_MODEL, tools=[])
+        following = asyncio.create_task(follow_all(hosted_openai, run["id"]))
+        await wait_until(lambda: hosted_openai.context.machine.events.followed(run["id"]))
+        try:
+            await hosted_openai.work()
+            await asyncio.wait_for(following, 30)
+        finally:
+            fake_openai.open_gate("silent")  # the fake's held stream ends
+        failed = await hosted_openai.get_run(run["id"])
+        assert failed["status"] == "failed"
+        assert failed["error"].startswith("ModelSilentError: the model's stream sent no content")
+        assert "0.3 s" in failed["error"]
+        assert await charges_of_run(hosted_openai.context.engine, run["id"]) == []
 
     async def test_the_demo_model_streams_too(self, hosted: HostedHarness) -> None:
         run = await hosted.new_run()

@@ -251,6 +251,8 @@ def test_openai_chat_model_uses_the_key_and_base_url_from_env(catalog: ModelCata
     assert chat.model_name == "gpt-4o-mini"
     assert chat.openai_api_key is not None
     assert chat.openai_api_key.get_secret_value() == "k"
+    # Streamed calls are guarded by `juru.models.streams`, not by a task per chunk.
+    assert chat.stream_chunk_timeout is None
 
 
 def test_deepseek_uses_its_default_base_url_and_its_own_key(catalog: ModelCatalog) -> None:

@@ -36,6 +36,7 @@ from langgraph.types import interrupt
 
 from juru.agents.tool_agent import close_dangling_calls, error_result, unanswered_calls
 from juru.core.money import MICRO, to_micro
+from juru.models.streams import until_silent
 from juru.store.outage import is_outage
 from juru.tools.errors import BuiltinToolError
 from juru.tools.runtime import BUILTIN_SCHEMAS, BuiltinRuntime
@@ -290,7 +291,7 @@ class HostedAgent:
         into the one reply (tool calls and usage included) at the end."""
         whole: AIMessageChunk | None = None
         try:
-            async for chunk in model.astream(prompt):
+            async for chunk in until_silent(aiter(model.astream(prompt))):
                 assert isinstance(chunk, AIMessageChunk)
                 whole = chunk if whole is None else whole + chunk
                 if chunk.text:

@@ -37,6 +37,7 @@ from juru.core.errors import (
 from juru.core.text import public_message
 from juru.hosted.agents import parameters_problem
 from juru.models.catalog import ModelCatalog, ProviderNotConfiguredError, UnknownModelError
+from juru.models.streams import until_silent
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -295,7 +296,7 @@ class ChatCompletions:
         charge it, whether or not the client is still reading."""
         total: AIMessageChunk | None = None
         try:
-            async for piece in chat.runnable.astream(chat.messages):
+            async for piece in until_silent(aiter(chat.runnable.astream(chat.messages))):
                 if isinstance(piece, AIMessageChunk):
                     total = piece if total is None else total + piece
                     pieces.put_nowait(piece)

@@ -196,5 +196,7 @@ class ModelCatalog:
                 base_url=base_url,
                 stream_usage=True,
                 http_async_client=self._openai_http_client(),
+                # Streamed calls are guarded by `streams.until_silent`, at less cost a chunk.
+                stream_chunk_timeout=None,
             )
         )

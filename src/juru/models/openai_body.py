@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from openai import AsyncStream
 from openai._base_client import make_request_options
 from openai.resources.chat.completions import AsyncCompletions
-from openai.types.chat import ChatCompletionChunk
 
 if TYPE_CHECKING:
     from langchain_openai import ChatOpenAI
@@ -44,7 +43,7 @@ class PlainBodyCompletions(AsyncCompletions):
             options=make_request_options(**options, security={"bearer_auth": True}),
             cast_to=object,  # the reply's JSON as it is: `ChatOpenAI` reads it as a dict
             stream=stream,
-            stream_cls=AsyncStream[ChatCompletionChunk],
+            stream_cls=AsyncStream[object],  # each chunk's JSON as it is, for the same reason
         )
 
 

@@ -1,0 +1,55 @@
+"""A streamed model call's guard against a provider that goes silent (`juru.models.streams`)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from juru.models.streams import ModelSilentError, until_silent
+
+
+async def chunks_then_silence(count: int, silence: asyncio.Event) -> AsyncIterator[int]:
+    for chunk in range(count):
+        yield chunk
+    await silence.wait()  # a provider that keeps the connection open and sends nothing
+
+
+async def test_chunks_pass_through_in_order_to_the_end() -> None:
+    async def three() -> AsyncIterator[int]:
+        for chunk in (1, 2, 3):
+            yield chunk
+
+    assert [chunk async for chunk in until_silent(three(), 5.0)] == [1, 2, 3]
+
+
+async def test_a_source_silent_for_the_limit_fails_with_the_silence_named() -> None:
+    received = []
+    with pytest.raises(ModelSilentError, match=r"no content for 0\.05 s \(after 2 chunks\)"):
+        async for chunk in until_silent(chunks_then_silence(2, asyncio.Event()), 0.05):
+            received.append(chunk)
+    assert received == [0, 1]
+
+
+async def test_the_timer_stops_while_the_caller_handles_a_chunk() -> None:
+    async def slow_to_start() -> AsyncIterator[int]:
+        yield 1
+        yield 2
+
+    received = []
+    async for chunk in until_silent(slow_to_start(), 0.05):
+        await asyncio.sleep(0.2)  # the caller's own work: four limits long
+        received.append(chunk)
+    assert received == [1, 2]
+
+
+async def test_a_timeout_of_the_source_itself_is_not_taken_for_silence() -> None:
+    async def times_out() -> AsyncIterator[int]:
+        yield 1
+        raise TimeoutError("the connection's read timed out")
+
+    with pytest.raises(TimeoutError, match="read timed out") as raised:
+        async for _ in until_silent(times_out(), 5.0):
+            pass
+    assert not isinstance(raised.value, ModelSilentError)
