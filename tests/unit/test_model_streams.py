@@ -6,8 +6,9 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
+from langchain_core.messages import AIMessageChunk
 
-from juru.models.streams import ModelSilentError, until_silent
+from juru.models.streams import ModelSilentError, joined, until_silent
 
 
 async def chunks_then_silence(count: int, silence: asyncio.Event) -> AsyncIterator[int]:
@@ -53,3 +54,36 @@ async def test_a_timeout_of_the_source_itself_is_not_taken_for_silence() -> None
         async for _ in until_silent(times_out(), 5.0):
             pass
     assert not isinstance(raised.value, ModelSilentError)
+
+
+def test_joined_chunks_equal_the_chunks_added_one_by_one() -> None:
+    call = {"name": "lookup", "args": '{"word": ', "id": "call_1", "index": 0}
+    chunks = [
+        AIMessageChunk(content="", id="m"),
+        AIMessageChunk(content="Juru ", id="m"),
+        AIMessageChunk(content="means expert", id="m", tool_call_chunks=[call]),
+        AIMessageChunk(
+            content="",
+            id="m",
+            tool_call_chunks=[{"name": None, "args": '"juru"}', "id": None, "index": 0}],
+        ),
+        AIMessageChunk(
+            content="",
+            id="m",
+            usage_metadata={"input_tokens": 7, "output_tokens": 5, "total_tokens": 12},
+            response_metadata={"finish_reason": "tool_calls"},
+        ),
+    ]
+    one_by_one = chunks[0]
+    for chunk in chunks[1:]:
+        one_by_one = one_by_one + chunk
+
+    whole = joined(chunks)
+
+    assert whole == one_by_one
+    assert whole is not None and whole.content == "Juru means expert"
+    assert whole.tool_calls == [
+        {"name": "lookup", "args": {"word": "juru"}, "id": "call_1", "type": "tool_call"}
+    ]
+    assert joined(chunks[:1]) is chunks[0]
+    assert joined([]) is None

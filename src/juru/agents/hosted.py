@@ -36,7 +36,7 @@ from langgraph.types import interrupt
 
 from juru.agents.tool_agent import close_dangling_calls, error_result, unanswered_calls
 from juru.core.money import MICRO, to_micro
-from juru.models.streams import until_silent
+from juru.models.streams import joined, until_silent
 from juru.store.outage import is_outage
 from juru.tools.errors import BuiltinToolError
 from juru.tools.runtime import BUILTIN_SCHEMAS, BuiltinRuntime
@@ -289,15 +289,16 @@ class HostedAgent:
     ) -> AIMessage:
         """The call streamed: each piece of text to the sink as it arrives, the pieces joined
         into the one reply (tool calls and usage included) at the end."""
-        whole: AIMessageChunk | None = None
+        chunks: list[AIMessageChunk] = []
         try:
             async for chunk in until_silent(aiter(model.astream(prompt))):
                 assert isinstance(chunk, AIMessageChunk)
-                whole = chunk if whole is None else whole + chunk
+                chunks.append(chunk)
                 if chunk.text:
                     await sink.text(step, chunk.text)
         finally:
             await sink.call_ended(step)
+        whole = joined(chunks)
         reply = message_chunk_to_message(whole) if whole is not None else AIMessage("")
         assert isinstance(reply, AIMessage)
         return reply

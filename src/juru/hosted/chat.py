@@ -37,7 +37,7 @@ from juru.core.errors import (
 from juru.core.text import public_message
 from juru.hosted.agents import parameters_problem
 from juru.models.catalog import ModelCatalog, ProviderNotConfiguredError, UnknownModelError
-from juru.models.streams import until_silent
+from juru.models.streams import joined, until_silent
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -294,14 +294,15 @@ class ChatCompletions:
     async def _read_provider(self, chat: PreparedChat, pieces: asyncio.Queue[Any]) -> None:
         """Read the provider's stream to its end into `pieces` (then the whole reply), and
         charge it, whether or not the client is still reading."""
-        total: AIMessageChunk | None = None
+        received: list[AIMessageChunk] = []
         try:
             async for piece in until_silent(aiter(chat.runnable.astream(chat.messages))):
                 if isinstance(piece, AIMessageChunk):
-                    total = piece if total is None else total + piece
+                    received.append(piece)
                     pieces.put_nowait(piece)
         except Exception as error:
-            pieces.put_nowait(_StreamFailed(error, at_once=total is None))
+            pieces.put_nowait(_StreamFailed(error, at_once=not received))
+            total = joined(received)
             if total is None or total.usage_metadata is None:
                 await self._release(chat)
             else:
@@ -310,7 +311,7 @@ class ChatCompletions:
         except BaseException:
             await asyncio.shield(self._release(chat))
             raise
-        final = total or AIMessageChunk(content="")
+        final = joined(received) or AIMessageChunk(content="")
         try:
             await self._charge(chat, final)
         except Exception:

@@ -1,5 +1,5 @@
-"""A streamed model call's guard against a provider that keeps the connection open but sends
-no content.
+"""Reading a streamed model call: a guard against a provider that keeps the connection open
+but sends no content, and the chunks joined into one message.
 
 An HTTP read timeout does not catch that case: providers send keep-alive comments while a long
 reply is generated, and every byte resets it. `ChatOpenAI` has its own guard
@@ -7,6 +7,9 @@ reply is generated, and every byte resets it. `ChatOpenAI` has its own guard
 task per chunk: about 75 µs of CPU a chunk here, 15 ms for a reply of 200 chunks. Juru's chat
 models are built without it (`catalog.py`), and their streamed calls read their chunks through
 `until_silent`: one timer per call, pushed back at each chunk.
+
+A reply's chunks are joined once, at the end (`joined`): adding each chunk to the sum of the
+ones before builds a new message per chunk, 4 ms of a 200-chunk call's 11 ms here.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from typing import TypeVar
+
+from langchain_core.messages import AIMessageChunk
 
 # How long a streamed call may go without a chunk of content before it fails (the default of
 # `ChatOpenAI.stream_chunk_timeout`).
@@ -53,3 +58,11 @@ async def until_silent(
         raise ModelSilentError(
             f"the model's stream sent no content for {limit:g} s (after {received} chunks)"
         ) from error
+
+
+def joined(chunks: list[AIMessageChunk]) -> AIMessageChunk | None:
+    """A streamed reply's chunks as one (None for no chunk), merged in one pass."""
+    if not chunks:
+        return None
+    first, *rest = chunks
+    return first + rest if rest else first
