@@ -8,9 +8,10 @@ client together: about 2 ms per call for a five-step run's messages, 18 ms for s
 growing with the thread. `PlainBodyCompletions` posts the body as it is, through the same client
 (its connection pool, retries, headers, errors and streamed chunk types).
 
-A whole (not streamed) reply comes back as the JSON object it was, not as the SDK's
-`ChatCompletion` model: `ChatOpenAI` reads the reply as a dict, and would otherwise dump the
-model it was just given back into one (building and dumping it cost about 0.2 ms a call).
+A whole reply comes back as the JSON object it was, not as the SDK's `ChatCompletion` model,
+and so does each chunk of a streamed one (not a `ChatCompletionChunk`): `ChatOpenAI` reads
+them as dicts, and would otherwise dump the model it was just given back into one (building
+and dumping it cost about 0.2 ms a call, and as much again for every chunk of a stream).
 """
 
 from __future__ import annotations
