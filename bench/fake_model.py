@@ -4,8 +4,10 @@ Every `POST .../chat/completions` waits `--latency` seconds, then answers. The s
 stateless, read from the request: while the current turn (the messages after the last user
 message) holds fewer than `--tool-calls` assistant messages, the reply calls `--tool-name` once
 (with a counter in its arguments, so loop detection never fires); after that it answers with
-text. `stream: true` gets SSE chunks `--chunk-delay` seconds apart. The server is a bare asyncio
-protocol on httptools (and uvloop when installed): it must never be what a benchmark measures.
+text: "done", or with `--answer-words N`, N words (streamed one word a chunk, for what reading
+a long stream costs). `stream: true` gets SSE chunks `--chunk-delay` seconds apart. The server
+is a bare asyncio protocol on httptools (and uvloop when installed): it must never be what a
+benchmark measures.
 
     python -m bench.fake_model --port 0 --latency 0.2 --tool-calls 4
 
@@ -35,12 +37,19 @@ class ModelScript:
     """The latency, the tool-call count and the precomputed parts of every answer."""
 
     def __init__(
-        self, latency: float, tool_calls: int, tool_name: str, chunk_delay: float = 0.0
+        self,
+        latency: float,
+        tool_calls: int,
+        tool_name: str,
+        chunk_delay: float = 0.0,
+        answer_words: int = 0,
     ) -> None:
         self.latency = latency
         self.tool_calls = tool_calls
         self.tool_name = tool_name
         self.chunk_delay = chunk_delay
+        self.answer_words = answer_words
+        self.answer = " ".join(f"word{n}" for n in range(answer_words)) if answer_words else "done"
         self.requests = 0
 
     def steps_in_turn(self, messages: list[JSON]) -> int:
@@ -63,7 +72,7 @@ class ModelScript:
                 "function": {"name": self.tool_name, "arguments": f'{{"step":{step}}}'},
             }
             return None, call
-        return "done", None
+        return self.answer, None
 
     def completion(self, body: JSON) -> bytes:
         text, call = self.reply(body)
@@ -100,7 +109,11 @@ class ModelScript:
             deltas.append({"tool_calls": [{"index": 0, **call}]})
         else:
             text = text or ""
-            deltas.extend({"content": piece} for piece in (text[:2], text[2:]))
+            if self.answer_words:
+                pieces = [f" {word}" if n else word for n, word in enumerate(text.split(" "))]
+            else:
+                pieces = [text[:2], text[2:]]
+            deltas.extend({"content": piece} for piece in pieces)
         events = [
             {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
             for delta in deltas
@@ -222,8 +235,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tool-calls", type=int, default=4, help="tool calls before the answer")
     parser.add_argument("--tool-name", default="bench_tool")
     parser.add_argument("--chunk-delay", type=float, default=0.0, help="seconds between chunks")
+    parser.add_argument(
+        "--answer-words", type=int, default=0, help="words of the text answer (0: 'done')"
+    )
     args = parser.parse_args(argv)
-    script = ModelScript(args.latency, args.tool_calls, args.tool_name, args.chunk_delay)
+    script = ModelScript(
+        args.latency, args.tool_calls, args.tool_name, args.chunk_delay, args.answer_words
+    )
     runner: Any = asyncio.run
     with contextlib.suppress(ImportError):
         import uvloop

@@ -111,10 +111,15 @@ class FakeModel:
     """`python -m bench.fake_model` as its own process."""
 
     def __init__(
-        self, log: Path, latency: float = 0.2, tool_calls: int = 4, tool_name: str = TOOL_NAME
+        self,
+        log: Path,
+        latency: float = 0.2,
+        tool_calls: int = 4,
+        tool_name: str = TOOL_NAME,
+        answer_words: int = 0,
     ) -> None:
         self.log, self.latency, self.tool_calls = log, latency, tool_calls
-        self.tool_name = tool_name
+        self.tool_name, self.answer_words = tool_name, answer_words
         self.process: subprocess.Popen[bytes] | None = None
         self.base_url = ""
 
@@ -125,7 +130,7 @@ class FakeModel:
     def start(self) -> FakeModel:
         command = [sys.executable, "-m", "bench.fake_model", "--port", "0"]
         command += ["--latency", str(self.latency), "--tool-calls", str(self.tool_calls)]
-        command += ["--tool-name", self.tool_name]
+        command += ["--tool-name", self.tool_name, "--answer-words", str(self.answer_words)]
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
                 command, cwd=REPO, stdout=subprocess.PIPE, stderr=log, start_new_session=True

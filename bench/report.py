@@ -216,6 +216,17 @@ def baseline_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Ro
                 *[""] * 6,
             ]
         )
+        if "streamed_juru_cpu_ms_per_call" in result:  # absent before 2026-12-04
+            rows.append(
+                [
+                    f"a streamed reply of {result['streamed_words']} chunks",
+                    f"read by Juru {result['streamed_juru_cpu_ms_per_call']:.2f} ms/call, "
+                    f"by LangChain's defaults "
+                    f"{result['streamed_langchain_defaults_cpu_ms_per_call']:.2f}, "
+                    f"not streamed {result['streamed_not_streamed_cpu_ms_per_call']:.2f}",
+                    *[""] * 6,
+                ]
+            )
         floor = hosted_step_floor(result)
         if floor is not None:
             graph, http = floor

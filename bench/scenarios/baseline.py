@@ -6,7 +6,9 @@ AsyncSqliteSaver, and with the AsyncSqliteSaver saving only at each pause, as Ju
 client-tool agent's checkpoint (one run at a time only). Also the model client alone
 (ChatOpenAI, then the bare openai client), so the runtime's cost per step is split from the
 client's, and the two requests of a client-tool step on a FastAPI app with nothing behind them
-(`bench.http_floor`): with the saver at pauses, the floor of a hosted step's CPU here.
+(`bench.http_floor`): with the saver at pauses, the floor of a hosted step's CPU here. And a
+streamed reply of 200 chunks read as Juru's hosted agent reads it, as LangChain's defaults
+would, and not streamed.
 """
 
 from __future__ import annotations
@@ -33,9 +35,13 @@ from bench.client import TOOL
 from bench.harness import FakeModel
 from bench.http_floor import measure as http_pair_cpu_ms
 from juru.agents.hosted import build_hosted_agent, run_input
+from juru.models.catalog import ModelCatalog
+from juru.models.streams import joined, until_silent
 
 LATENCY = 0.2
 STEPS_PER_RUN = 5
+# The streamed reply of `streamed_reading`: about a paragraph, one chunk a word.
+STREAMED_WORDS = 200
 
 
 @contextlib.asynccontextmanager
@@ -145,6 +151,62 @@ async def client_only(base_url: str, calls: int) -> dict[str, float]:
     }
 
 
+async def streamed_reading(workdir: Path, calls: int) -> dict[str, float]:
+    """CPU per call of one streamed reply of `STREAMED_WORDS` chunks, read three ways in
+    alternate halves: by Juru (its catalog's chat model, `until_silent`, `joined`, as the
+    hosted agent's `_streamed_call`), by LangChain's defaults (the SDK's chunk models, its
+    chunk timeout, each chunk added to the sum, as Juru read them before 2026-12-04), and the
+    same reply not streamed (`ainvoke` of the catalog's model)."""
+    model = FakeModel(workdir / "fake-model-words.log", 0.0, 0, answer_words=STREAMED_WORDS)
+    model.start()
+    catalog = ModelCatalog.load()
+    http = openai.DefaultAioHttpClient()
+    try:
+        env = {"OPENAI_API_KEY": "bench", "OPENAI_BASE_URL": model.base_url}
+        juru_model = catalog.chat_model("openai/gpt-4o-mini", env)
+        stock = ChatOpenAI(
+            model="gpt-4o-mini",
+            api_key="bench",
+            base_url=model.base_url,
+            stream_usage=True,
+            http_async_client=http,
+        )
+        prompt = [HumanMessage("go")]
+
+        async def by_juru() -> None:
+            chunks = [chunk async for chunk in until_silent(aiter(juru_model.astream(prompt)))]
+            _check_words(joined(chunks))
+
+        async def by_defaults() -> None:
+            whole: Any = None
+            async for chunk in stock.astream(prompt):
+                whole = chunk if whole is None else whole + chunk
+            _check_words(whole)
+
+        async def not_streamed() -> None:
+            _check_words(await juru_model.ainvoke(prompt))
+
+        ways = {"juru": by_juru, "langchain_defaults": by_defaults, "not_streamed": not_streamed}
+        measured: dict[str, list[float]] = {name: [] for name in ways}
+        for _ in range(2):
+            for name, way in ways.items():
+                measured[name].append(await cpu_ms_per_call(way, calls // 2))
+    finally:
+        await http.aclose()
+        await catalog.aclose()
+        model.stop()
+    return {
+        f"streamed_{name}_cpu_ms_per_call": sum(values) / len(values)
+        for name, values in measured.items()
+    }
+
+
+def _check_words(reply: Any) -> None:
+    words = len(str(reply.content).split())
+    if words != STREAMED_WORDS:
+        raise RuntimeError(f"a streamed bench reply had {words} words, not {STREAMED_WORDS}")
+
+
 async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
     """`dialect` names the row only: the baseline has no Juru database."""
     runs = 5 if quick else 30
@@ -156,6 +218,7 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
     try:
         model.set_latency(0.0)
         client = await client_only(model.base_url, 50 if quick else 300)
+        streamed = await streamed_reading(workdir, 10 if quick else 60)
         http_pair = http_pair_cpu_ms(workdir / "http-floor.log", 100 if quick else 500)
         model.set_latency(LATENCY)
         for kind, durability in (("memory", "async"), ("sqlite", "async"), ("sqlite", "exit")):
@@ -194,6 +257,8 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
         "db": "in-process",
         "runs": runs,
         **client,
+        "streamed_words": STREAMED_WORDS,
+        **streamed,
         "http_pair_cpu_ms": http_pair,
         "rows": rows,
     }

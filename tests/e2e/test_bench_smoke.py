@@ -16,7 +16,7 @@ from bench import http_floor, report, run
 from bench.client import TOOL
 from bench.harness import FakeModel
 from bench.profile import attribute
-from bench.scenarios import overhead, peers, streams, throughput
+from bench.scenarios import baseline, overhead, peers, streams, throughput
 
 pytestmark = pytest.mark.e2e
 
@@ -49,6 +49,36 @@ def test_fake_model_calls_the_tool_k_times_then_answers(tmp_path: Path) -> None:
         assert model.stats()["requests"] == 3
     finally:
         model.stop()
+
+
+def test_fake_model_streams_a_long_answer_one_word_a_chunk(tmp_path: Path) -> None:
+    model = FakeModel(tmp_path / "fake.log", latency=0.0, tool_calls=0, answer_words=5).start()
+    try:
+        client = openai.OpenAI(base_url=model.base_url, api_key="bench", max_retries=0)
+        messages: Any = [{"role": "user", "content": "go"}]
+        chunks = client.chat.completions.create(model="gpt-4o", messages=messages, stream=True)
+        pieces = [c.choices[0].delta.content for c in chunks if c.choices]
+        assert [piece for piece in pieces if piece] == [
+            "word0",
+            " word1",
+            " word2",
+            " word3",
+            " word4",
+        ]
+        whole = client.chat.completions.create(model="gpt-4o", messages=messages)
+        assert whole.choices[0].message.content == "word0 word1 word2 word3 word4"
+    finally:
+        model.stop()
+
+
+async def test_baseline_reads_a_streamed_reply_three_ways(tmp_path: Path) -> None:
+    figures = await baseline.streamed_reading(tmp_path, calls=4)
+    assert set(figures) == {
+        "streamed_juru_cpu_ms_per_call",
+        "streamed_langchain_defaults_cpu_ms_per_call",
+        "streamed_not_streamed_cpu_ms_per_call",
+    }
+    assert all(value > 0 for value in figures.values())
 
 
 def test_profile_charges_the_innermost_known_part() -> None:
