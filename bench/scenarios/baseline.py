@@ -102,6 +102,18 @@ async def lanes(
     }
 
 
+def stock_chat(base_url: str, http: Any) -> ChatOpenAI:
+    """`ChatOpenAI` with LangChain's defaults (usage streamed too) on the fake model at
+    `base_url`, through the connection pool `http`."""
+    return ChatOpenAI(
+        model="gpt-4o",
+        api_key="bench",
+        base_url=base_url,
+        stream_usage=True,
+        http_async_client=http,
+    )
+
+
 async def cpu_ms_per_call(call: Callable[[], Awaitable[Any]], calls: int) -> float:
     """CPU milliseconds per `call()`, after one call that warms it up."""
     await call()
@@ -164,13 +176,7 @@ async def streamed_reading(workdir: Path, calls: int) -> dict[str, float]:
     try:
         env = {"OPENAI_API_KEY": "bench", "OPENAI_BASE_URL": model.base_url}
         juru_model = catalog.chat_model("openai/gpt-4o-mini", env)
-        stock = ChatOpenAI(
-            model="gpt-4o-mini",
-            api_key="bench",
-            base_url=model.base_url,
-            stream_usage=True,
-            http_async_client=http,
-        )
+        stock = stock_chat(model.base_url, http)
         prompt = [HumanMessage("go")]
 
         async def by_juru() -> None:
@@ -223,13 +229,7 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
         model.set_latency(LATENCY)
         for kind, durability in (("memory", "async"), ("sqlite", "async"), ("sqlite", "exit")):
             http = openai.DefaultAsyncHttpxClient()
-            chat = ChatOpenAI(
-                model="gpt-4o",
-                api_key="bench",
-                base_url=model.base_url,
-                stream_usage=True,
-                http_async_client=http,
-            )
+            chat = stock_chat(model.base_url, http)
             async with saver(kind) as checkpointer:
                 graph = build_hosted_agent(chat, [TOOL], "").copy({"checkpointer": checkpointer})
                 await one_run(graph, durability)  # warm-up
