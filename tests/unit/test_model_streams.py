@@ -87,3 +87,21 @@ def test_joined_chunks_equal_the_chunks_added_one_by_one() -> None:
     ]
     assert joined(chunks[:1]) is chunks[0]
     assert joined([]) is None
+
+
+async def test_a_cancelled_call_is_cancelled_not_silent() -> None:
+    awaiting = asyncio.Event()
+
+    async def first_then_waits() -> AsyncIterator[int]:
+        yield 1
+        awaiting.set()
+        await asyncio.Event().wait()
+
+    async def read() -> list[int]:
+        return [chunk async for chunk in until_silent(first_then_waits(), 60.0)]
+
+    reading = asyncio.create_task(read())
+    await awaiting.wait()
+    reading.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await reading
