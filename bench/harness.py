@@ -160,18 +160,21 @@ class FakeModel:
                 self.process.stdout.close()
 
 
-# A server process reports its statistics when idle, at most once a second: figures read less
-# than that after the work may still miss some of its transactions.
-STATS_SETTLE_SECONDS = 1.2
-STATS_SETTLE_LIMIT_SECONDS = 15.0
+# A PostgreSQL backend reports its statistics when it goes idle, but at most once a second: one
+# that reported less than a second before waits for its idle timer, 10 s (PostgreSQL 15's
+# PGSTAT_IDLE_INTERVAL). Readings 1.2 s apart agreed while such counts were still to come, and
+# the work before a measured block landed in it (a quick overhead run: 14.2 transactions per
+# step against 6.9 with this wait; bench/RESULTS.md, eighteenth round).
+STATS_SETTLE_SECONDS = 10.5
+STATS_SETTLE_LIMIT_SECONDS = 60.0
 
 
 def settled_pg_stats(database: str, settle: bool = True) -> dict[str, int] | None:
     """`xact_commit`, `xact_rollback` and `sessions` of `database` (pg_stat_database) once they
-    stopped moving: two readings STATS_SETTLE_SECONDS apart agree (each backend flushes its
-    counts when idle, at most once a second, so a reading right after the work would leave its
-    tail to the next window). Under a steady load (`settle=False`) a plain reading is as good
-    at either end."""
+    stopped moving: two readings STATS_SETTLE_SECONDS apart agree (a backend's counts can
+    arrive up to 10 s after its work, so a reading right after the work would leave its tail
+    to the next window). Under a steady load (`settle=False`) a plain reading is as good at
+    either end."""
     import psycopg
 
     def read() -> dict[str, int] | None:
