@@ -180,7 +180,7 @@ async def streamed_reading(workdir: Path, calls: int) -> dict[str, float]:
         prompt = [HumanMessage("go")]
 
         async def by_juru() -> None:
-            chunks = [chunk async for chunk in until_silent(aiter(juru_model.astream(prompt)))]
+            chunks = [chunk async for chunk in until_silent(juru_model.astream(prompt))]
             _check_words(joined(chunks))
 
         async def by_defaults() -> None:

@@ -291,7 +291,7 @@ class HostedAgent:
         into the one reply (tool calls and usage included) at the end."""
         chunks: list[AIMessageChunk] = []
         try:
-            async for chunk in until_silent(aiter(model.astream(prompt))):
+            async for chunk in until_silent(model.astream(prompt)):
                 assert isinstance(chunk, AIMessageChunk)
                 chunks.append(chunk)
                 if chunk.text:

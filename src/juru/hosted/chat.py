@@ -296,7 +296,7 @@ class ChatCompletions:
         charge it, whether or not the client is still reading."""
         received: list[AIMessageChunk] = []
         try:
-            async for piece in until_silent(aiter(chat.runnable.astream(chat.messages))):
+            async for piece in until_silent(chat.runnable.astream(chat.messages)):
                 if isinstance(piece, AIMessageChunk):
                     received.append(piece)
                     pieces.put_nowait(piece)
