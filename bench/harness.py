@@ -18,7 +18,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -162,42 +162,38 @@ class FakeModel:
 
 # A PostgreSQL backend reports its statistics when it goes idle, but at most once a second: one
 # that reported less than a second before waits for its idle timer, 10 s (PostgreSQL 15's
-# PGSTAT_IDLE_INTERVAL). Readings 1.2 s apart agreed while such counts were still to come, and
-# the work before a measured block landed in it (a quick overhead run: 14.2 transactions per
-# step against 6.9 with this wait; bench/RESULTS.md, eighteenth round).
+# PGSTAT_IDLE_INTERVAL). So the counts of some work are complete only 10 s after it. Read at
+# once, the tail of the work before a measured block lands in it (a quick overhead run: 14.2
+# transactions per step against 6.9; bench/RESULTS.md, eighteenth round). Waiting until two
+# readings agree does not work either: an idle Juru server's workers look for runs every few
+# seconds, each look a transaction, so the readings never agreed and every wait ran to its
+# 60 s limit (nineteenth round).
 STATS_SETTLE_SECONDS = 10.5
-STATS_SETTLE_LIMIT_SECONDS = 60.0
 
 
-def settled_pg_stats(database: str, settle: bool = True) -> dict[str, int] | None:
-    """`xact_commit`, `xact_rollback` and `sessions` of `database` (pg_stat_database) once they
-    stopped moving: two readings STATS_SETTLE_SECONDS apart agree (a backend's counts can
-    arrive up to 10 s after its work, so a reading right after the work would leave its tail
-    to the next window). Under a steady load (`settle=False`) a plain reading is as good at
-    either end."""
+def settled_pg_stats(
+    database: str, settle: bool = True, sleep: Callable[[float], None] = time.sleep
+) -> dict[str, int] | None:
+    """`xact_commit`, `xact_rollback` and `sessions` of `database` (pg_stat_database), read
+    STATS_SETTLE_SECONDS after the call, once every backend has reported the work done before
+    it. The counts then include what the server did meanwhile: its idle work for that long.
+    Under a steady load (`settle=False`) a plain reading is as good at either end.
+
+    The wait is idle time: a caller that also reads the server's CPU reads it after this at
+    the start of a block and before this at its end, so the wait is never in the block."""
     import psycopg
 
-    def read() -> dict[str, int] | None:
-        with psycopg.connect(f"{POSTGRES_URL}/postgres", autocommit=True) as connection:
-            connection.execute("SELECT pg_stat_clear_snapshot()")
-            row = connection.execute(
-                "SELECT xact_commit, xact_rollback, sessions FROM pg_stat_database"
-                " WHERE datname = %s",
-                (database,),
-            ).fetchone()
-        if row is None:
-            return None
-        return {"commits": int(row[0]), "rollbacks": int(row[1]), "sessions": int(row[2])}
-
-    deadline = time.monotonic() + STATS_SETTLE_LIMIT_SECONDS
-    stats = read()
-    while settle and time.monotonic() < deadline:
-        time.sleep(STATS_SETTLE_SECONDS)
-        again = read()
-        if again == stats:
-            break
-        stats = again
-    return stats
+    if settle:
+        sleep(STATS_SETTLE_SECONDS)
+    with psycopg.connect(f"{POSTGRES_URL}/postgres", autocommit=True) as connection:
+        connection.execute("SELECT pg_stat_clear_snapshot()")
+        row = connection.execute(
+            "SELECT xact_commit, xact_rollback, sessions FROM pg_stat_database WHERE datname = %s",
+            (database,),
+        ).fetchone()
+    if row is None:
+        return None
+    return {"commits": int(row[0]), "rollbacks": int(row[1]), "sessions": int(row[2])}
 
 
 @dataclass

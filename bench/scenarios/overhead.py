@@ -29,24 +29,34 @@ STEPS_PER_RUN = 5
 BLOCK_RUNS = 5
 
 
-def counters(bench: Stack, api: Api, database: bool) -> dict[str, float]:
+def counters(bench: Stack, api: Api, database: bool, ending: bool = False) -> dict[str, float]:
     """What the server and the client have done so far: model steps, CPU seconds (the whole
     server, its API process), requests sent and, with `database`, PostgreSQL commits and
-    rollbacks (once they settle) and statements by shape (the SQL census, JURU_BENCH_SQL=1)."""
+    rollbacks (once they settle) and statements by shape (the SQL census, JURU_BENCH_SQL=1).
+
+    The database's counts settle for seconds while the server idles: they are read first at
+    the start of a block (`ending=False`) and last at its end, so that idle time is never in
+    the block's CPU."""
+    settled = database_counts(bench) if database and not ending else {}
     now = {
         "model_steps": float(bench.model.stats()["requests"]),
         "cpu": bench.server.cpu_seconds(),
         "api_cpu": bench.server.api_cpu_seconds(),
         "requests": float(api.requests),
     }
-    if not database:
-        return now
+    if database and ending:
+        settled = database_counts(bench)
+    return {**now, **settled}
+
+
+def database_counts(bench: Stack) -> dict[str, float]:
+    counts: dict[str, float] = {}
     pg = bench.database.pg_stats()
     if pg is not None:
-        now.update(commits=pg["commits"], rollbacks=pg["rollbacks"])
+        counts.update(commits=pg["commits"], rollbacks=pg["rollbacks"])
     for shape, count in (bench.server.sql_census() or {}).items():
-        now[f"sql:{shape}"] = count
-    return now
+        counts[f"sql:{shape}"] = count
+    return counts
 
 
 @dataclass
@@ -69,7 +79,7 @@ class Driving:
             if result.status != "succeeded":
                 raise RuntimeError(f"a bench run ended {result.status}: {result.error}")
             self.driven.append(result)
-        after = counters(bench, api, database)
+        after = counters(bench, api, database, ending=True)
         for name, value in after.items():
             self.done[name] += value - before.get(name, 0.0)
 
