@@ -1,22 +1,25 @@
 """Reads on PostgreSQL run autocommitted: one round trip per query, no BEGIN and ROLLBACK around
 it, and nothing they can leave open; writes run whole in `JURU_POSTGRES_WRITERS` threads, each
-with its connection."""
+with its connection; a statement used often is prepared on the server, for reads and writes."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import pytest
 from psycopg.pq import TransactionStatus
 from sqlalchemy import Connection, text
 
 from juru.context import open_context
-from juru.store.database import Database
+from juru.store.database import PREPARE_AFTER, Database
 from juru.store.transactions import write
 from tests.conftest import make_settings
 
 pytestmark = pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+T = TypeVar("T")
 
 
 async def test_a_read_opens_no_transaction(store_database: Database) -> None:
@@ -34,6 +37,29 @@ async def test_a_write_still_runs_in_one_transaction(store_database: Database) -
         return connection.connection.driver_connection.info.transaction_status
 
     assert await write(store_database, work) == TransactionStatus.INTRANS
+
+
+@pytest.mark.parametrize("way", ["read", "write"])
+async def test_a_statement_used_often_is_prepared_on_the_server(
+    store_database: Database, way: str
+) -> None:
+    def run(work: Callable[[Connection], T]) -> Awaitable[T]:
+        return store_database.read(work) if way == "read" else write(store_database, work)
+
+    def count_queued(connection: Connection) -> int:
+        query = text("SELECT count(*) FROM runs WHERE status = :status")
+        return int(connection.execute(query, {"status": "queued"}).scalar_one())
+
+    def prepared(connection: Connection) -> list[str]:
+        query = text("SELECT statement FROM pg_prepared_statements")
+        return [str(statement) for statement in connection.execute(query).scalars()]
+
+    # One at a time, each on the connection last given back (the pool is last in, first out).
+    for _ in range(PREPARE_AFTER):
+        await run(count_queued)
+    assert not [s for s in await run(prepared) if "FROM runs WHERE status" in s]
+    await run(count_queued)  # the next use is prepared
+    assert [s for s in await run(prepared) if "FROM runs WHERE status" in s]
 
 
 async def test_writes_run_on_as_many_connections_as_the_setting_says(database_url: str) -> None:

@@ -447,7 +447,8 @@ class IdleConnectionCheck:
 # wait for in turn (a deadlock).
 SETUP_LOCK = "SELECT pg_try_advisory_lock(hashtext('juru:checkpointer-setup')) AS taken"
 SETUP_LOCK_RETRY_SECONDS = 0.05
-# Every connection of the PostgreSQL saver: no server-side prepared statements, rows as dicts.
+# Every connection of the PostgreSQL saver: each statement prepared on the server at its first
+# use (psycopg's `prepare_threshold=0`, as LangGraph's saver is documented), rows as dicts.
 POSTGRES_OPTIONS: dict[str, Any] = {"prepare_threshold": 0, "row_factory": dict_row}
 
 

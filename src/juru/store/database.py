@@ -166,6 +166,8 @@ def _sqlite_tuning(busy_timeout_ms: int) -> Callable[[Any, Any], None]:
 # nothing (bench/RESULTS.md, sixteenth round: 4 against 16).
 POSTGRES_WRITERS = 4
 POSTGRES_READERS = 8
+# Uses of a statement on a PostgreSQL connection before psycopg prepares it on the server.
+PREPARE_AFTER = 5
 
 
 def open_database(
@@ -199,9 +201,10 @@ def open_database(
     # One connection per thread, kept in the pool (a new one is a new server process on
     # PostgreSQL's side), handed out last in, first out: the connections a burst opened sit
     # idle at the bottom of the pool instead of taking turns, so the ones in use stay fresh
-    # and need no ping (a transaction). No server-side prepared statements: psycopg drops them
-    # all at every ROLLBACK, and then sends a `DEALLOCATE ALL` of its own: a round trip and a
-    # transaction more, for statements that rarely lived long enough to be prepared. Reads are
+    # and need no ping (a transaction). A statement run PREPARE_AFTER times on a connection is
+    # prepared on the server (psycopg's own rule), so the step path's statements are no longer
+    # parsed and planned at each use; only a ROLLBACK, rare now that reads never end with one,
+    # makes psycopg drop them (and send a `DEALLOCATE ALL`). Reads are
     # autocommitted: a query is its own transaction, one round trip instead of three (BEGIN,
     # the query, ROLLBACK); at READ COMMITTED each statement of a transaction took a snapshot
     # of its own anyway, so a read of several queries sees what it saw before.
@@ -211,7 +214,7 @@ def open_database(
             pool_use_lifo=True,
             pool_size=threads,
             max_overflow=0,
-            connect_args={"prepare_threshold": None},
+            connect_args={"prepare_threshold": PREPARE_AFTER},
             isolation_level=isolation,
         )
         for threads, isolation in (
