@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any
 
 import pytest
 from psycopg.pq import TransactionStatus
@@ -19,7 +19,6 @@ from juru.store.transactions import write
 from tests.conftest import make_settings
 
 pytestmark = pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
-T = TypeVar("T")
 
 
 async def test_a_read_opens_no_transaction(store_database: Database) -> None:
@@ -39,12 +38,9 @@ async def test_a_write_still_runs_in_one_transaction(store_database: Database) -
     assert await write(store_database, work) == TransactionStatus.INTRANS
 
 
-@pytest.mark.parametrize("way", ["read", "write"])
-async def test_a_statement_used_often_is_prepared_on_the_server(
-    store_database: Database, way: str
-) -> None:
-    def run(work: Callable[[Connection], T]) -> Awaitable[T]:
-        return store_database.read(work) if way == "read" else write(store_database, work)
+async def prepared_after_uses(run: Callable[[Callable[[Connection], Any]], Awaitable[Any]]) -> None:
+    """A statement run by `run` (one at a time, each on the connection last given back: the
+    pool is last in, first out) is not prepared after PREPARE_AFTER uses, and is at the next."""
 
     def count_queued(connection: Connection) -> int:
         query = text("SELECT count(*) FROM runs WHERE status = :status")
@@ -54,12 +50,19 @@ async def test_a_statement_used_often_is_prepared_on_the_server(
         query = text("SELECT statement FROM pg_prepared_statements")
         return [str(statement) for statement in connection.execute(query).scalars()]
 
-    # One at a time, each on the connection last given back (the pool is last in, first out).
     for _ in range(PREPARE_AFTER):
         await run(count_queued)
     assert not [s for s in await run(prepared) if "FROM runs WHERE status" in s]
     await run(count_queued)  # the next use is prepared
     assert [s for s in await run(prepared) if "FROM runs WHERE status" in s]
+
+
+async def test_a_read_used_often_is_prepared_on_the_server(store_database: Database) -> None:
+    await prepared_after_uses(store_database.read)
+
+
+async def test_a_write_used_often_is_prepared_on_the_server(store_database: Database) -> None:
+    await prepared_after_uses(lambda work: write(store_database, work))
 
 
 async def test_writes_run_on_as_many_connections_as_the_setting_says(database_url: str) -> None:
