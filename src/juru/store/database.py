@@ -204,10 +204,10 @@ def open_database(
     # and need no ping (a transaction). A statement run PREPARE_AFTER times on a connection is
     # prepared on the server (psycopg's own rule), so the step path's statements are no longer
     # parsed and planned at each use; only a ROLLBACK, rare now that reads never end with one,
-    # makes psycopg drop them (and send a `DEALLOCATE ALL`). Reads are
-    # autocommitted: a query is its own transaction, one round trip instead of three (BEGIN,
-    # the query, ROLLBACK); at READ COMMITTED each statement of a transaction took a snapshot
-    # of its own anyway, so a read of several queries sees what it saw before.
+    # makes psycopg drop them (and send a `DEALLOCATE ALL`). Reads are autocommitted: a query
+    # is its own transaction, one round trip instead of three (BEGIN, the query, ROLLBACK); at
+    # READ COMMITTED each statement of a transaction took a snapshot of its own anyway, so a
+    # read of several queries sees what it saw before.
     writer_engine, reader_engine = (
         create_engine(
             database.sync_url(),
