@@ -28,6 +28,15 @@ import httpx
 from tests.support.server import ServerProcess, api_key, free_port, run_juru
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def with_repo_path() -> str:
+    """A PYTHONPATH that imports the bench's modules from this checkout, after the caller's
+    (so that an A/B run of other code, put first on the caller's PYTHONPATH, keeps it)."""
+    paths = [os.environ.get("PYTHONPATH", ""), str(REPO)]
+    return os.pathsep.join(path for path in paths if path)
+
+
 POSTGRES_URL = os.environ.get("JURU_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432")
 BENCH_MODEL = "openai/gpt-4o"
 TOOL_NAME = "bench_tool"
@@ -273,9 +282,7 @@ class JuruServer:
         )
         if self.census_file:
             self.env["JURU_BENCH_SQL_CENSUS"] = str(self.census_file)
-            # After any PYTHONPATH of the caller's, so that an A/B run of older code keeps it.
-            paths = [os.environ.get("PYTHONPATH", ""), str(REPO)]
-            self.env["PYTHONPATH"] = os.pathsep.join(path for path in paths if path)
+            self.env["PYTHONPATH"] = with_repo_path()
         port = free_port()
         command = [sys.executable, "-m", module, "serve", "--port", str(port)]
         log = database.workdir / "juru-serve.log"

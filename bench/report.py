@@ -292,6 +292,11 @@ def _peer_rows(name: str, db: str, measured: dict[str, Any]) -> list[Row]:
     return rows
 
 
+# The playground saving its thread after every step (LangGraph's default, as the bare runtime
+# and Aegra do), beside Juru's default of once per turn: the like-for-like figure.
+EVERY_STEP = "Juru playground, saving every step"
+
+
 def peers_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Row]]:
     header = ["peer", "db / saver", "CPU ms/step (1 run)", "e2e / model time"]
     header += ["PG commits/step", "N", "steps/s", "ideal", "CPU", "CPU ms/step", "client CPU"]
@@ -303,6 +308,8 @@ def peers_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Row]]
                 rows += _peer_rows("bare runtime", f"{saver['checkpointer']} saver", saver)
         elif result["scenario"] == "playground":
             rows += _peer_rows("Juru playground", result["db"], result)
+            if "every_step" in result:
+                rows += _peer_rows(EVERY_STEP, result["db"], result["every_step"])
         elif result["scenario"] == "aegra":
             name = f"Aegra {result.get('version', '')}".strip()
             if "unavailable" in result:
@@ -391,6 +398,8 @@ def peer_summary(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Row]
         add("bare runtime (LangGraph, AsyncSqliteSaver)", bare)
     for playground in (result for result in results if result["scenario"] == "playground"):
         add(f"Juru playground ({playground['db']})", playground)
+        if "every_step" in playground:
+            add(f"{EVERY_STEP} ({playground['db']})", playground["every_step"])
     aegra = _one(results, "aegra")
     if aegra is not None and "unavailable" not in aegra:
         add(f"Aegra {aegra.get('version', '')} (postgresql)", aegra)

@@ -33,7 +33,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from bench import aegra
 from bench.graphs import FEATURE_NAME, TOOL_NAME, build_react_graph
-from bench.harness import REPO, FakeModel, postgres_reachable, stack
+from bench.harness import FakeModel, postgres_reachable, stack, with_repo_path
 
 LATENCY = 0.2
 STEPS_PER_RUN = 5
@@ -197,13 +197,27 @@ async def run_bare(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
 
 
 async def run_playground(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
-    """The graph as a Juru playground feature, over HTTP. The server has no hosted workers
-    (JURU_WORKERS=0): the playground runs a turn in its request, and idle workers would only
-    add their polling."""
+    """The graph as a Juru playground feature, over HTTP: as Juru serves it (a turn saves its
+    thread once, as it ends), then saving after every step as the other peers do, like for like.
+    The server has no hosted workers (JURU_WORKERS=0): the playground runs a turn in its
+    request, and idle workers would only add their polling."""
+    served = await _playground(dialect, quick, "exit")
+    every_step = await _playground(dialect, quick, "async")
+    return {
+        "scenario": "playground",
+        "db": dialect,
+        "workers": 0,
+        **served,
+        "every_step": every_step,
+    }
+
+
+async def _playground(dialect: str, quick: bool, durability: str) -> dict[str, Any]:
     env = {
         "PLAYGROUND_ENABLED": "true",
+        "JURU_PLAYGROUND_DURABILITY": durability,
         "JURU_FEATURES": "bench.graphs:react_feature",
-        "PYTHONPATH": str(REPO),
+        "PYTHONPATH": with_repo_path(),
     }
     concurrency = max(levels(quick)[0])
     with stack(dialect, workers=0, latency=LATENCY, tool_name=TOOL_NAME, env=env) as bench:
@@ -222,8 +236,7 @@ async def run_playground(dialect: str, quick: bool, out: Path) -> dict[str, Any]
                     raise RuntimeError(f"a playground turn did not answer: {turn['error']}")
 
             peer = Peer(one_run, bench.server.cpu_seconds, bench.model, bench.database.commits)
-            measured = await measure(peer, quick)
-    return {"scenario": "playground", "db": dialect, "workers": 0, **measured}
+            return {"durability": durability, **await measure(peer, quick)}
 
 
 async def run_aegra(dialect: str, quick: bool, out: Path) -> dict[str, Any]:

@@ -190,7 +190,9 @@ async def open_context(
                     checkpointer=checkpointer,
                     catalog=catalog,
                     features=registry,
-                    playground=Playground(registry, engine),
+                    playground=Playground(
+                        registry, engine, durability=settings.playground_durability
+                    ),
                     machine=machine,
                     hosted=HostedService(
                         machine,

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from langgraph.pregel import Pregel
+from langgraph.types import Durability
 
 from juru import runner
 from juru.agents.features import Feature
@@ -46,17 +47,24 @@ def checkpoint_thread(thread_id: str) -> str:
 
 
 class Playground:
-    """Runs features for single messages; state lives in the checkpointer, per thread."""
+    """Runs features for single messages; state lives in the checkpointer, per thread.
+
+    A turn saves its thread's checkpoint when it answers, pauses or fails (`durability`
+    "exit", the default), not after each of its steps too: the turn is one request, and a
+    server that dies in the middle of one leaves the thread as the last turn left it.
+    """
 
     def __init__(
         self,
         registry: FeatureRegistry,
         engine: Database,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        durability: Durability = "exit",
     ) -> None:
         self.registry = registry
         self.engine = engine
         self.clock = clock
+        self.options = runner.RunOptions(durability=durability)
         self._thread_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = (
             weakref.WeakValueDictionary()
         )
@@ -103,7 +111,7 @@ class Playground:
             # The runner's look at the thread's state is the graph's first load too.
             with _refusals(thread_id), reading_once():
                 turn = await runner.send_message(
-                    agent, message, checkpoint_thread(thread_id), max_steps
+                    agent, message, checkpoint_thread(thread_id), max_steps, self.options
                 )
         turn.thread_id = thread_id
         return turn
@@ -116,7 +124,9 @@ class Playground:
         agent = await self._agent(feature)
         _check_message(message)
         thread_id = thread_id or new_thread_id()
-        stream = runner.stream_message(agent, message, checkpoint_thread(thread_id), max_steps)
+        stream = runner.stream_message(
+            agent, message, checkpoint_thread(thread_id), max_steps, self.options
+        )
         return await _started(self._streamed_turn(feature, thread_id, stream, claim=True))
 
     async def stream_resume(
@@ -124,7 +134,9 @@ class Playground:
     ) -> AsyncIterator[TurnItem]:
         """`resume` as it happens (see `stream_message`)."""
         agent = await self._agent(feature)
-        stream = runner.stream_resume(agent, value, checkpoint_thread(thread_id), max_steps)
+        stream = runner.stream_resume(
+            agent, value, checkpoint_thread(thread_id), max_steps, self.options
+        )
         return await _started(self._streamed_turn(feature, thread_id, stream, claim=False))
 
     async def _streamed_turn(
@@ -146,7 +158,9 @@ class Playground:
         async with self._lock(thread_id):
             await self._check_thread(thread_id, feature, claim=False)
             with _refusals(thread_id), reading_once():
-                turn = await runner.resume(agent, value, checkpoint_thread(thread_id), max_steps)
+                turn = await runner.resume(
+                    agent, value, checkpoint_thread(thread_id), max_steps, self.options
+                )
         turn.thread_id = thread_id
         return turn
 

@@ -376,9 +376,10 @@ async def send_message(
     message: str | Sequence[BaseMessage],
     thread_id: str,
     max_steps: int = DEFAULT_MAX_STEPS,
+    options: RunOptions | None = None,
 ) -> Turn:
     """Send a user message and run the agent until it answers, pauses or fails."""
-    return await stream_message(agent, message, thread_id, max_steps).run()
+    return await stream_message(agent, message, thread_id, max_steps, options).run()
 
 
 async def resume(
@@ -386,9 +387,10 @@ async def resume(
     value: Any,
     thread_id: str,
     max_steps: int = DEFAULT_MAX_STEPS,
+    options: RunOptions | None = None,
 ) -> Turn:
     """Resume a paused thread with any value (the result of its `interrupt()`)."""
-    return await stream_resume(agent, value, thread_id, max_steps).run()
+    return await stream_resume(agent, value, thread_id, max_steps, options).run()
 
 
 async def submit_review(

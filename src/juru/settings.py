@@ -105,6 +105,14 @@ class Settings(BaseSettings):
     playground_enabled: bool = Field(
         default=False, validation_alias=AliasChoices("PLAYGROUND_ENABLED", "playground_enabled")
     )
+    playground_durability: Literal["exit", "async", "sync"] = Field(
+        default="exit",
+        description="When a playground turn saves its thread's checkpoint: `exit` once, when "
+        "the turn answers, pauses for review or fails (a turn is all or nothing: a server that "
+        "dies in the middle of one leaves the thread as the last turn left it); `async` or "
+        "`sync` after every step as well, as LangGraph does by default "
+        "(docs/playground.md#when-a-turn-is-saved).",
+    )
     playground_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=lambda: list(DEFAULT_PLAYGROUND_ORIGINS),
         validation_alias=AliasChoices("PLAYGROUND_ORIGINS", "playground_origins"),

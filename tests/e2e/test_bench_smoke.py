@@ -174,7 +174,10 @@ def test_peer_scenarios_run_the_same_graph_in_process_and_in_the_playground(
     assert run.main(argv) == 0
     bare = json.loads((tmp_path / "bare-in-process.json").read_text())
     playground = json.loads((tmp_path / "playground-sqlite.json").read_text())
-    for measured in [*bare["savers"], playground]:
+    # Juru's playground as it is served (a turn saved once), then saving every step as well.
+    assert playground["durability"] == "exit"
+    assert playground["every_step"]["durability"] == "async"
+    for measured in [*bare["savers"], playground, playground["every_step"]]:
         assert measured["sequential"]["model_steps"] == 5  # 4 get_weather calls, then the answer
         assert measured["sequential"]["cpu_ms_per_step"] > 0
         assert measured["rows"][0]["errors"] == 0
