@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from decimal import Decimal
 from typing import Any
 
@@ -140,6 +140,41 @@ async def test_a_sessions_older_checkpoints_are_dropped_after_each_turn(
         assert await count_checkpoints(checkpointer, session_thread("s-prune")) == 1
         state = await checkpointer.aget({"configurable": {"thread_id": session_thread("s-prune")}})
         assert "Ana" in state["channel_values"]["messages"][-1].content  # the conversation stays
+
+
+class CountedSaves:
+    """A saver's `aput`, counting its calls (the saves still reach the database)."""
+
+    def __init__(self, save: Callable[..., Awaitable[Any]]) -> None:
+        self.save = save
+        self.count = 0
+
+    async def __call__(self, *arguments: Any, **options: Any) -> Any:
+        self.count += 1
+        return await self.save(*arguments, **options)
+
+
+async def test_a_turn_saves_its_sessions_checkpoint_once(
+    settings_factory: Callable[..., Settings], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = create_app(settings_factory(runtime_enabled=True, workers=0, playground_enabled=False))
+    async for client in start_client(app):
+        await output(client, "create_session", user_id="ana", session_id="s-once")
+        checkpointer = app.state.context.checkpointer
+        saves = CountedSaves(checkpointer.aput)
+        monkeypatch.setattr(checkpointer, "aput", saves)
+        # Three steps: the model calls the weather tool, the tool answers, the model answers.
+        await output(
+            client,
+            "query",
+            message="What is the weather in sf?",
+            user_id="ana",
+            session_id="s-once",
+        )
+        assert saves.count == 1
+        state = await checkpointer.aget({"configurable": {"thread_id": session_thread("s-once")}})
+        kinds = [message.type for message in state["channel_values"]["messages"]]
+        assert kinds == ["human", "ai", "tool", "ai"]
 
 
 async def test_another_users_session_is_missing(runtime: AsyncClient) -> None:

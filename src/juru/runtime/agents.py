@@ -13,6 +13,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.pregel import Pregel
+from langgraph.types import Durability
 
 from juru import runner
 from juru.agents.hosted import FUNDS_KEY, MAX_STEPS_KEY, build_hosted_agent, run_input
@@ -30,6 +31,12 @@ USAGE_SOURCE = "runtime"
 
 class RuntimeAgentConfigError(ValueError):
     """JURU_RUNTIME_AGENT names neither a feature nor a hosted agent id."""
+
+
+# A turn saves its session's checkpoint once, as it ends: only the latest checkpoint of a
+# session is kept after each turn anyway (`store.pruning`), so saves after every step served
+# nobody (docs/agent-runtime.md).
+TURN_DURABILITY: Durability = "exit"
 
 
 @dataclass(frozen=True)
@@ -94,7 +101,7 @@ class RuntimeAgents:
                 self.name,
                 graph,
                 runner.DEFAULT_MAX_STEPS,
-                runner.RunOptions(replace_pending=True),
+                runner.RunOptions(replace_pending=True, durability=TURN_DURABILITY),
             )
         return await self._hosted()
 
@@ -114,6 +121,7 @@ class RuntimeAgents:
                 FUNDS_KEY: RuntimeFunds(self.meter, record),
             },
             replace_pending=True,
+            durability=TURN_DURABILITY,
         )
         return ServedAgent(
             record.id, record.name, self._graph(record), 2 * record.max_steps + 5, options, True
