@@ -15,6 +15,7 @@ from juru.playground import checkpoint_thread
 from juru.settings import Settings
 from juru.store.pruning import count_checkpoints
 from tests.conftest import start_client
+from tests.integration.test_playground_api import say
 
 
 @pytest.fixture
@@ -28,8 +29,7 @@ async def served(
 
 
 async def turn(client: AsyncClient, message: str, **extra: Any) -> dict[str, Any]:
-    body = {"feature": "ReAct", "message": message, **extra}
-    response = await client.post("/playground/messages", json=body)
+    response = await say(client, "ReAct", message, **extra)
     assert response.status_code == 200, response.text
     answered: dict[str, Any] = response.json()
     return answered
