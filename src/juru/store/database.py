@@ -203,11 +203,12 @@ def open_database(
     # idle at the bottom of the pool instead of taking turns, so the ones in use stay fresh
     # and need no ping (a transaction). A statement run PREPARE_AFTER times on a connection is
     # prepared on the server (psycopg's own rule), so the step path's statements are no longer
-    # parsed and planned at each use; only a ROLLBACK, rare now that reads never end with one,
-    # makes psycopg drop them (and send a `DEALLOCATE ALL`). Reads are autocommitted: a query
-    # is its own transaction, one round trip instead of three (BEGIN, the query, ROLLBACK); at
-    # READ COMMITTED each statement of a transaction took a snapshot of its own anyway, so a
-    # read of several queries sees what it saw before.
+    # parsed at each use (reads are still planned: `plan_each_read`); only a ROLLBACK,
+    # rare now that reads never end with one, makes psycopg drop them (and send a
+    # `DEALLOCATE ALL`). Reads are autocommitted: a query is its own transaction, one round
+    # trip instead of three (BEGIN, the query, ROLLBACK); at READ COMMITTED each statement of a
+    # transaction took a snapshot of its own anyway, so a read of several queries sees what it
+    # saw before.
     writer_engine, reader_engine = (
         create_engine(
             database.sync_url(),
@@ -224,12 +225,28 @@ def open_database(
     )
     for sync_engine in (writer_engine, reader_engine):
         ping_after_idle(sync_engine)
+    plan_each_read(reader_engine)
     engine = create_async_engine(database.async_url(), connect_args={"prepare_threshold": None})
     return Database(
         engine,
         ThreadedWriter(writer_engine, postgres_writers),
         ThreadedReader(reader_engine, POSTGRES_READERS),
     )
+
+
+def plan_each_read(engine: Engine) -> None:
+    """Have PostgreSQL plan every execution of the engine's prepared statements for its values
+    and the tables as they stand. By default it keeps one generic plan from a statement's
+    sixth execution on, until the table is next analyzed, and one made while a table was nearly
+    empty (a new database) read every run of an account to find one by its id once there were
+    thousands. Set per session rather than as a startup option, which poolers may refuse.
+    Writes keep their generic plans (docs/decisions.md, "Reads planned at each use")."""
+
+    @event.listens_for(engine, "connect")
+    def planned_at_each_use(dbapi_connection: Any, _record: Any) -> None:
+        with dbapi_connection.cursor() as cursor:
+            cursor.execute("SET plan_cache_mode = force_custom_plan")
+        dbapi_connection.commit()
 
 
 def ping_after_idle(engine: Engine, idle_seconds: float = PING_AFTER_IDLE_SECONDS) -> None:
