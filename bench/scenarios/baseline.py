@@ -6,7 +6,10 @@ AsyncSqliteSaver, and with the AsyncSqliteSaver saving only at each pause, as Ju
 client-tool agent's checkpoint (one run at a time only). Also the model client alone
 (ChatOpenAI, then the bare openai client), so the runtime's cost per step is split from the
 client's, and the two requests of a client-tool step on a FastAPI app with nothing behind them
-(`bench.http_floor`): with the saver at pauses, the floor of a hosted step's CPU here. And a
+(`bench.http_floor`): with the saver at pauses, the floor of a hosted step's CPU here. The
+same two savings, every node and at pauses, with LangGraph's AsyncPostgresSaver on a new
+database of the bench's PostgreSQL (when it answers): the in-process floor of a hosted step on
+PostgreSQL. And a
 streamed reply of 200 chunks read as Juru's hosted agent reads it, as LangChain's defaults
 would, and not streamed.
 """
@@ -28,11 +31,12 @@ import openai
 from langchain_core.messages import HumanMessage
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
 
 from bench.client import TOOL
-from bench.harness import FakeModel
+from bench.harness import POSTGRES_URL, FakeModel, postgres_reachable
 from bench.http_floor import measure as http_pair_cpu_ms
 from juru.agents.hosted import build_hosted_agent, run_input
 from juru.models.catalog import ModelCatalog
@@ -49,9 +53,36 @@ async def saver(kind: str) -> AsyncIterator[Any]:
     if kind == "memory":
         yield InMemorySaver()
         return
+    if kind == "postgresql":
+        async with (
+            new_postgres_database() as url,
+            AsyncPostgresSaver.from_conn_string(url) as postgres,
+        ):
+            await postgres.setup()
+            yield postgres
+        return
     with tempfile.TemporaryDirectory(prefix="juru-bench-baseline-") as folder:
         async with AsyncSqliteSaver.from_conn_string(str(Path(folder) / "cp.db")) as sqlite:
             yield sqlite
+
+
+@contextlib.asynccontextmanager
+async def new_postgres_database() -> AsyncIterator[str]:
+    """The URL of a database made for the caller on the bench's PostgreSQL, dropped after."""
+    import psycopg
+
+    name = f"juru_bench_baseline_{uuid.uuid4().hex[:10]}"
+    async with await psycopg.AsyncConnection.connect(
+        f"{POSTGRES_URL}/postgres", autocommit=True
+    ) as admin:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"{POSTGRES_URL}/{name}"
+    finally:
+        async with await psycopg.AsyncConnection.connect(
+            f"{POSTGRES_URL}/postgres", autocommit=True
+        ) as admin:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 async def one_run(graph: Any, durability: str = "async") -> int:
@@ -227,7 +258,10 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
         streamed = await streamed_reading(workdir, 10 if quick else 60)
         http_pair = http_pair_cpu_ms(workdir / "http-floor.log", 100 if quick else 500)
         model.set_latency(LATENCY)
-        for kind, durability in (("memory", "async"), ("sqlite", "async"), ("sqlite", "exit")):
+        savers = [("memory", "async"), ("sqlite", "async"), ("sqlite", "exit")]
+        if postgres_reachable():
+            savers += [("postgresql", "async"), ("postgresql", "exit")]
+        for kind, durability in savers:
             http = openai.DefaultAsyncHttpxClient()
             chat = stock_chat(model.base_url, http)
             async with saver(kind) as checkpointer:
@@ -243,8 +277,10 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
                     "durability": durability,
                     "cpu_ms_per_step": 1000 * cpu / steps,
                     "ratio": elapsed / (steps * LATENCY),
+                    # One run at a time only on PostgreSQL: `from_conn_string` gives the saver
+                    # one connection, which concurrent runs would queue on.
                     "concurrent": []
-                    if at_pause
+                    if at_pause or kind == "postgresql"
                     else [await lanes(graph, model, level, warmup, window) for level in levels],
                 }
             await http.aclose()

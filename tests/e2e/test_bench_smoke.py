@@ -17,6 +17,7 @@ from bench.client import TOOL
 from bench.harness import FakeModel
 from bench.profile import attribute
 from bench.scenarios import baseline, overhead, peers, streams, throughput
+from juru.agents.hosted import build_hosted_agent
 
 pytestmark = pytest.mark.e2e
 
@@ -79,6 +80,26 @@ async def test_baseline_reads_a_streamed_reply_three_ways(tmp_path: Path) -> Non
         "streamed_not_streamed_cpu_ms_per_call",
     }
     assert all(value > 0 for value in figures.values())
+
+
+@pytest.mark.postgresql
+@pytest.mark.parametrize("durability", ["async", "exit"])
+async def test_baseline_runs_the_hosted_graph_on_langgraphs_postgres_saver(
+    tmp_path: Path, durability: str
+) -> None:
+    model = FakeModel(tmp_path / "fake.log", latency=0.0, tool_calls=2).start()
+    http = openai.DefaultAsyncHttpxClient()
+    try:
+        chat = baseline.stock_chat(model.base_url, http)
+        async with baseline.saver("postgresql") as checkpointer:
+            graph = build_hosted_agent(chat, [TOOL], "").copy({"checkpointer": checkpointer})
+            assert await baseline.one_run(graph, durability) == 3
+            saved = [item async for item in checkpointer.alist(None)]
+        # Every node saves a checkpoint of its own; at pauses, one per pause and one at the end.
+        assert len(saved) > 3 if durability == "async" else len(saved) == 3
+    finally:
+        await http.aclose()
+        model.stop()
 
 
 def test_profile_charges_the_innermost_known_part() -> None:
