@@ -1,7 +1,7 @@
 """Statements sent together (`store.transactions.sent_together`): on PostgreSQL the block's
-statements wait to go with the write's next statement whose result is read, or with its COMMIT,
-and their errors surface there; on both databases the block belongs to its write's transaction,
-committed or rolled back whole, and a failed write leaves its connection ready for the next."""
+statements go out in one round trip and their errors surface when it ends; on both databases
+the block belongs to its write's transaction, committed or rolled back whole, and a failed write
+leaves its connection ready for the next, a lost one included."""
 
 from __future__ import annotations
 

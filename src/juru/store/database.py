@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractAsyncContextManager, contextmanager
+from contextlib import AbstractAsyncContextManager
 from functools import partial
 from typing import Any, TypeVar
 
-import psycopg
 from sqlalchemy import Connection, Engine, Executable, RowMapping, Table, create_engine, event, text
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -72,23 +71,9 @@ class ThreadedReader:
         self.engine.dispose()
 
 
-# In a PostgreSQL write (`ThreadedWriter`): the transaction's pipeline, and whether statements
-# wait in it to go with the next one (`sending_later`). Kept in the connection's `info`.
-_PIPELINE = "juru.pipeline"
-_LATER = "juru.sending_later"
-_BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
-
-
 class ThreadedWriter:
     """PostgreSQL write transactions, each run whole (BEGIN to COMMIT, or ROLLBACK when it
-    raises) in one of a few threads with connections of their own.
-
-    A transaction runs in psycopg's pipeline mode (`sends_each_read`), so that only the
-    statements whose results it reads wait for the server: its BEGIN goes with its first
-    statement, a statement in a `sending_later` block goes with the next one, and the last ones
-    go with the COMMIT. A step's write took six round trips (BEGIN, three statements whose
-    results it reads, the rest together, COMMIT); it takes four, the three reads and the rest
-    with the COMMIT."""
+    raises) in one of a few threads with connections of their own."""
 
     def __init__(self, engine: Engine, threads: int) -> None:
         self.engine = engine
@@ -99,24 +84,8 @@ class ThreadedWriter:
         return await loop.run_in_executor(self._threads, self._transaction, work)
 
     def _transaction(self, work: Callable[[Connection], T]) -> T:
-        # The engine's connections are in autocommit mode: the transaction's BEGIN and COMMIT
-        # are its own statements, queued like the others (psycopg would send a BEGIN of its
-        # own and wait for it, and send the COMMIT and the pipeline's end as two round trips).
-        with self.engine.connect() as connection:
-            driver = connection.connection.driver_connection
-            assert isinstance(driver, psycopg.Connection), "a PostgreSQL writer's connection"
-            # A transaction that fails is rolled back by the pool's reset as the connection
-            # goes back to it (a connection the server dropped is dropped from the pool).
-            try:
-                with driver.pipeline() as pipeline:
-                    connection.info[_PIPELINE] = pipeline
-                    driver.execute(_BEGIN, prepare=False)
-                    result = work(connection)
-                    driver.execute("COMMIT", prepare=False)
-            finally:
-                connection.info.pop(_PIPELINE, None)
-                connection.info.pop(_LATER, None)
-            return result
+        with self.engine.begin() as connection:
+            return work(connection)
 
     async def dispose(self) -> None:
         await asyncio.to_thread(self._threads.shutdown, wait=True)
@@ -239,7 +208,7 @@ def open_database(
     # `DEALLOCATE ALL`). Reads are autocommitted: a query is its own transaction, one round
     # trip instead of three (BEGIN, the query, ROLLBACK); at READ COMMITTED each statement of a
     # transaction took a snapshot of its own anyway, so a read of several queries sees what it
-    # saw before. Writes begin and commit their transactions themselves (`ThreadedWriter`).
+    # saw before.
     writer_engine, reader_engine = (
         create_engine(
             database.sync_url(),
@@ -247,13 +216,15 @@ def open_database(
             pool_size=threads,
             max_overflow=0,
             connect_args={"prepare_threshold": PREPARE_AFTER},
-            isolation_level="AUTOCOMMIT",
+            isolation_level=isolation,
         )
-        for threads in (postgres_writers, POSTGRES_READERS)
+        for threads, isolation in (
+            (postgres_writers, "READ COMMITTED"),
+            (POSTGRES_READERS, "AUTOCOMMIT"),
+        )
     )
     for sync_engine in (writer_engine, reader_engine):
         ping_after_idle(sync_engine)
-    sends_each_read(writer_engine)
     plan_each_read(reader_engine)
     engine = create_async_engine(database.async_url(), connect_args={"prepare_threshold": None})
     return Database(
@@ -261,41 +232,6 @@ def open_database(
         ThreadedWriter(writer_engine, postgres_writers),
         ThreadedReader(reader_engine, POSTGRES_READERS),
     )
-
-
-def sends_each_read(engine: Engine) -> None:
-    """In a write's pipeline, send each statement at once, with what waits before it, and take
-    its results, unless it is in a `sending_later` block: SQLAlchemy reads a statement's rows
-    and row count as soon as it has run it."""
-
-    @event.listens_for(engine, "after_cursor_execute")
-    def send(connection: Connection, *_executed: Any) -> None:
-        pipeline = connection.info.get(_PIPELINE)
-        if pipeline is not None and not connection.info.get(_LATER):
-            pipeline.sync()
-
-
-def in_write_pipeline(connection: Connection) -> bool:
-    """Whether `connection` is in a PostgreSQL write's pipeline (`ThreadedWriter`)."""
-    return connection.info.get(_PIPELINE) is not None
-
-
-@contextmanager
-def sending_later(connection: Connection) -> Iterator[None]:
-    """In a PostgreSQL write: the block's statements wait in the pipeline and go to the server
-    with the transaction's next statement whose result is read, or with its COMMIT. Their
-    results are never read (they have no rows and no row count); an error of one of them is
-    raised there, and the transaction is rolled back. Elsewhere (SQLite, a connection of the
-    async engine) the block runs as it is."""
-    if not in_write_pipeline(connection):
-        yield
-        return
-    earlier = connection.info.get(_LATER, False)
-    connection.info[_LATER] = True
-    try:
-        yield
-    finally:
-        connection.info[_LATER] = earlier
 
 
 def plan_each_read(engine: Engine) -> None:

@@ -14,7 +14,7 @@ from decimal import Decimal
 
 from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
 
-from juru.store.database import Database, sending_later
+from juru.store.database import Database
 from juru.store.tables import accounts, balance_holds
 from juru.store.transactions import write
 from juru.store.types import Money
@@ -57,19 +57,19 @@ _GIVE_BACK = (
 
 
 def insert_hold(connection: Connection, hold: Hold) -> None:
-    """The hold's row (sent with the transaction's next statement); `reserve` then sets its
-    amount aside on the account."""
-    values = {
-        "id": hold.id,
-        "account_id": hold.account_id,
-        "amount_rupiah": hold.amount,
-        "what": hold.what,
-        "run_id": hold.run_id,
-        "created_at": hold.created_at,
-        "expires_at": hold.expires_at,
-    }
-    with sending_later(connection):
-        connection.execute(_INSERT, values)
+    """The hold's row; `reserve` then sets its amount aside on the account."""
+    connection.execute(
+        _INSERT,
+        {
+            "id": hold.id,
+            "account_id": hold.account_id,
+            "amount_rupiah": hold.amount,
+            "what": hold.what,
+            "run_id": hold.run_id,
+            "created_at": hold.created_at,
+            "expires_at": hold.expires_at,
+        },
+    )
 
 
 def reserve(connection: Connection, hold: Hold) -> bool:

@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import Connection, RowMapping, bindparam, delete, exists, func, select
 
 from juru.core.run_events import RunEventType
-from juru.store.database import Database, dialect_insert, sending_later
+from juru.store.database import Database, dialect_insert
 from juru.store.tables import run_events, runs
 from juru.store.transactions import write
 
@@ -132,8 +132,7 @@ def append_to_logs(
     connection: Connection, events: Sequence[tuple[str, NewRunEvent]], now: datetime
 ) -> None:
     """Append each `(run_id, event)` to its run's log, in order and in one statement (one
-    execution per row), which goes to the server with the transaction's next one. The caller
-    has updated each run's row in this transaction."""
+    execution per row). The caller has updated each run's row in this transaction."""
     if not events:
         return
     rows = [
@@ -147,8 +146,7 @@ def append_to_logs(
         }
         for run_id, event in events
     ]
-    with sending_later(connection):
-        connection.execute(_append_statement(connection.dialect.name), rows)
+    connection.execute(_append_statement(connection.dialect.name), rows)
 
 
 def log_tail_columns(keyed: bool = True) -> tuple[Any, ...]:

@@ -8,9 +8,7 @@ A write is a plain function of a (synchronous) connection. On SQLite it runs who
 database's writer thread (`store.write_queue`), which queues the writes and begins each with
 `BEGIN IMMEDIATE`, so none of them meets SQLite's busy handler and none holds the file's lock
 across turns of the event loop. On PostgreSQL it runs whole in one of the database's writer
-threads (`store.database.ThreadedWriter`), on a connection of their pool, in psycopg's pipeline
-mode: a statement whose result nobody reads can wait to go with the next one
-(`sent_together`).
+threads (`store.database.ThreadedWriter`), on a connection of their pool.
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ from typing import TypeVar
 
 from sqlalchemy import Connection, text
 
-from juru.store.database import Database, in_write_pipeline, sending_later
+from juru.store.database import Database
 
 T = TypeVar("T")
 # A PostgreSQL notification (channel, payload) sent by a write's own transaction: delivered
@@ -59,29 +57,23 @@ async def write(
 
 def notify(connection: Connection, notices: Sequence[Notice]) -> None:
     """Send `notices` from the transaction of `connection` (delivered when it commits), in
-    one statement, which goes to the server with the transaction's next one."""
+    one statement."""
     if notices:
         channels = [channel for channel, _ in notices]
         payloads = [payload for _, payload in notices]
-        with sending_later(connection):
-            connection.execute(_NOTIFY, {"channels": channels, "payloads": payloads})
+        connection.execute(_NOTIFY, {"channels": channels, "payloads": payloads})
 
 
 @contextmanager
 def sent_together(connection: Connection, when: bool = True) -> Iterator[None]:
-    """Inside a write: the statements of the block go to PostgreSQL together, not one round
-    trip each: in a write of the store's (`write`), with the transaction's next statement
-    whose result is read or with its COMMIT (`store.database.sending_later`); elsewhere in a
-    pipeline of their own, synced when the block ends. Only for statements whose results
-    nobody reads: in the block a statement's result has no rows and no row count. An error of
-    any of them is raised as the driver's own exception (the transaction is then rolled back
-    as for any error). On SQLite, or when `when` is false, the block runs as it is."""
+    """Inside a write: the statements of the block go to PostgreSQL in one round trip (psycopg's
+    pipeline mode, synced when the block ends), not one each. Only for statements whose
+    results nobody reads: in the block a statement's result has no rows and no row count.
+    An error of any of them is raised when the block ends, as the driver's own exception
+    (the transaction is then rolled back as for any error). On SQLite, or when `when` is
+    false, the block runs as it is."""
     if not when or connection.dialect.name != "postgresql":
         yield
-        return
-    if in_write_pipeline(connection):
-        with sending_later(connection):
-            yield
         return
     driver = connection.connection.driver_connection
     assert driver is not None, "a connection inside a transaction has its driver's"
