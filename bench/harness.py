@@ -205,6 +205,23 @@ def settled_pg_stats(
     return {"commits": int(row[0]), "rollbacks": int(row[1]), "sessions": int(row[2])}
 
 
+def create_postgres_database(prefix: str) -> str:
+    """A new database on the bench's PostgreSQL, named `prefix` and a random tail: its name."""
+    import psycopg
+
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(f"{POSTGRES_URL}/postgres", autocommit=True) as connection:
+        connection.execute(f'CREATE DATABASE "{name}"')
+    return name
+
+
+def drop_postgres_database(name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(f"{POSTGRES_URL}/postgres", autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 @dataclass
 class Database:
     """A fresh database for one server: a SQLite file, or a new PostgreSQL database."""
@@ -218,11 +235,7 @@ class Database:
         if self.dialect == "sqlite":
             self.url = f"sqlite:///{self.workdir / 'juru.db'}"
             return self
-        import psycopg
-
-        self._pg_name = f"juru_bench_{uuid.uuid4().hex[:10]}"
-        with psycopg.connect(f"{POSTGRES_URL}/postgres", autocommit=True) as connection:
-            connection.execute(f'CREATE DATABASE "{self._pg_name}"')
+        self._pg_name = create_postgres_database("juru_bench")
         self.url = f"{POSTGRES_URL}/{self._pg_name}"
         run_juru(self.url, "db", "upgrade", cwd=self.workdir)
         return self
@@ -251,10 +264,7 @@ class Database:
 
     def drop(self) -> None:
         if self._pg_name:
-            import psycopg
-
-            with psycopg.connect(f"{POSTGRES_URL}/postgres", autocommit=True) as connection:
-                connection.execute(f'DROP DATABASE IF EXISTS "{self._pg_name}" WITH (FORCE)')
+            drop_postgres_database(self._pg_name)
 
 
 class JuruServer:

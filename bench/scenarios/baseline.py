@@ -36,7 +36,13 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
 
 from bench.client import TOOL
-from bench.harness import POSTGRES_URL, FakeModel, postgres_reachable
+from bench.harness import (
+    POSTGRES_URL,
+    FakeModel,
+    create_postgres_database,
+    drop_postgres_database,
+    postgres_reachable,
+)
 from bench.http_floor import measure as http_pair_cpu_ms
 from juru.agents.hosted import build_hosted_agent, run_input
 from juru.models.catalog import ModelCatalog
@@ -54,35 +60,17 @@ async def saver(kind: str) -> AsyncIterator[Any]:
         yield InMemorySaver()
         return
     if kind == "postgresql":
-        async with (
-            new_postgres_database() as url,
-            AsyncPostgresSaver.from_conn_string(url) as postgres,
-        ):
-            await postgres.setup()
-            yield postgres
+        name = create_postgres_database("juru_bench_baseline")
+        try:
+            async with AsyncPostgresSaver.from_conn_string(f"{POSTGRES_URL}/{name}") as postgres:
+                await postgres.setup()
+                yield postgres
+        finally:
+            drop_postgres_database(name)
         return
     with tempfile.TemporaryDirectory(prefix="juru-bench-baseline-") as folder:
         async with AsyncSqliteSaver.from_conn_string(str(Path(folder) / "cp.db")) as sqlite:
             yield sqlite
-
-
-@contextlib.asynccontextmanager
-async def new_postgres_database() -> AsyncIterator[str]:
-    """The URL of a database made for the caller on the bench's PostgreSQL, dropped after."""
-    import psycopg
-
-    name = f"juru_bench_baseline_{uuid.uuid4().hex[:10]}"
-    async with await psycopg.AsyncConnection.connect(
-        f"{POSTGRES_URL}/postgres", autocommit=True
-    ) as admin:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield f"{POSTGRES_URL}/{name}"
-    finally:
-        async with await psycopg.AsyncConnection.connect(
-            f"{POSTGRES_URL}/postgres", autocommit=True
-        ) as admin:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 async def one_run(graph: Any, durability: str = "async") -> int:

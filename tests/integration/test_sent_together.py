@@ -107,7 +107,7 @@ async def test_a_write_after_a_failed_one_commits(store_database: Database) -> N
 
 
 @pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
-async def test_a_connection_lost_at_the_commit_is_dropped_and_the_next_write_commits(
+async def test_a_connection_lost_in_a_write_is_an_outage_and_the_next_write_commits(
     store_database: Database, caplog: pytest.LogCaptureFixture
 ) -> None:
     def work(connection: Connection) -> None:
