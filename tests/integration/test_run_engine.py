@@ -15,7 +15,12 @@ from sqlalchemy.exc import IntegrityError
 
 from juru.core.errors import InvalidRequestError
 from juru.core.states import RunStatus
-from juru.engine.execution import INPUT_WRITE_CHUNK, RunExecution, hosted_thread_key
+from juru.engine.execution import (
+    INPUT_WRITE_CHUNK,
+    PRUNE_EVERY_STEPS,
+    RunExecution,
+    hosted_thread_key,
+)
 from juru.store import runs as run_store
 from juru.store.pruning import count_checkpoints
 from juru.store.tables import runs
@@ -155,6 +160,33 @@ class TestTheHappyPath:
         assert await orphan_rows(hosted, key) == 0
         state = await hosted.context.checkpointer.aget({"configurable": {"thread_id": key}})
         assert state is not None and len(state["channel_values"]["messages"]) == 8
+
+    async def test_a_pausing_run_prunes_once_in_prune_every_steps(
+        self, hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+    ) -> None:
+        calls = [
+            {"tool_calls": [{"name": "get_weather", "arguments": {"city": f"City {number}"}}]}
+            for number in range(PRUNE_EVERY_STEPS)
+        ]
+        fake_openai.script([*calls, {"content": "Warm."}])
+        run = await hosted_openai.new_run(model_id=OPENAI_MODEL, max_steps=PRUNE_EVERY_STEPS + 1)
+        key = hosted_thread_key(run["thread_id"])
+        kept = []
+        for _ in range(PRUNE_EVERY_STEPS):
+            await hosted_openai.work()
+            paused = await hosted_openai.get_run(run["id"])
+            assert paused["status"] == "requires_action"
+            kept.append(await count_checkpoints(hosted_openai.context.checkpointer, key))
+            assert (await hosted_openai.answer(paused)).status_code == 200
+        # Each pause before the last kept the checkpoints before it; the one that completes
+        # `PRUNE_EVERY_STEPS` steps left only its own, and nothing of the others.
+        assert kept[:-1] == sorted(kept[:-1]) and kept[-2] > kept[0] > 0
+        assert kept[-1] == 1
+        assert await orphan_rows(hosted_openai, key) == 0
+        await hosted_openai.work()
+        done = await hosted_openai.get_run(run["id"])
+        assert done["status"] == "succeeded" and done["step_count"] == PRUNE_EVERY_STEPS + 1
+        assert await count_checkpoints(hosted_openai.context.checkpointer, key) == 1
 
 
 class TestTheAgentOfAClaim:

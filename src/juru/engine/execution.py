@@ -39,7 +39,7 @@ from juru.agents.hosted import (
 )
 from juru.billing.meter import Meter, input_token_bound, json_bytes
 from juru.core.errors import InsufficientBalanceError
-from juru.core.states import FailureReason
+from juru.core.states import FailureReason, RunStatus
 from juru.engine.child_runs import plan_agent_calls
 from juru.engine.graphs import CompiledGraphs
 from juru.engine.machine import RunMachine
@@ -58,6 +58,9 @@ from juru.tools.runtime import BuiltinServices
 
 logger = logging.getLogger(__name__)
 RUN_ID_KEY = "juru_run_id"
+# A run that pauses for its caller drops its thread's older checkpoints once in this many model
+# steps, and always when it ends (`Execution._prunes`).
+PRUNE_EVERY_STEPS = 8
 # A followed call's text goes out in pieces at most this often, and at most this long (a
 # piece must fit one run event between processes, see engine.events).
 DELTA_FLUSH_SECONDS = 0.05
@@ -559,9 +562,7 @@ class RunExecution:
             ancestors=self.ancestors,
             children=tuple(children),
             saves=self.held_saves.take() if self.held_saves is not None else None,
-            # A pause (for the caller or for child runs) or an end comes after the graph saved
-            # its checkpoint: the older ones go.
-            prune_thread=self.thread_key if status is not None or children else None,
+            prune_thread=self.thread_key if self._prunes(status, children) else None,
         )
         if not await self.machine.record_step(step, self.context.meter.rules):
             await self._charge_orphans()
@@ -570,6 +571,20 @@ class RunExecution:
         self._charged()
         self.unwritten.clear()
         self.unwritten_steps.clear()
+
+    def _prunes(self, status: StatusChange | None, children: Sequence[dict[str, Any]]) -> bool:
+        """Whether this write drops the thread's older checkpoints. It comes after the graph
+        saved its checkpoint when the run ends, starts child runs or pauses for the caller:
+        every end and every start of children prunes, a pause only once its run has taken
+        `PRUNE_EVERY_STEPS` more model steps (the thread keeps at most that many pauses'
+        checkpoints until then, and a short run prunes once, at its end)."""
+        if children:
+            return True
+        if status is None:
+            return False
+        if status.target != RunStatus.REQUIRES_ACTION:
+            return True
+        return self.run.step_count // PRUNE_EVERY_STEPS != self.steps // PRUNE_EVERY_STEPS
 
     def _charged(self) -> None:
         self.open_holds.difference_update(c.hold_id for c in self.charges if c.hold_id)
