@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import Engine, event, select, text, update
 from sqlalchemy.exc import IntegrityError
 
+from juru.context import run_events
 from juru.core.errors import InvalidRequestError
 from juru.core.states import RunStatus
 from juru.engine.execution import (
@@ -25,6 +26,7 @@ from juru.store import runs as run_store
 from juru.store.pruning import count_checkpoints
 from juru.store.tables import runs
 from juru.store.transcript import list_messages
+from juru.store.urls import DatabaseUrl
 from juru.store.usage import charges_of_run
 from tests.support.fake_openai import FakeOpenAIServer
 from tests.support.hosted import HostedHarness, demo_answer
@@ -399,6 +401,33 @@ class TestRaces:
         # Fewer than asked for: nothing else is waiting.
         assert [run.id for run in await machine.claim("batch", 5)] == [third["id"]]
         assert await machine.claim("other", 5) == []
+
+    async def test_a_claim_tells_the_other_processes(
+        self, hosted: HostedHarness, database_url: str
+    ) -> None:
+        # Another process's events, on the same database (PostgreSQL: the claim's own
+        # statement sends the NOTIFY; SQLite: the claimer tells the other processes after it).
+        other = run_events(DatabaseUrl.parse(database_url))
+        await other.start()
+        try:
+            run = await hosted.new_run()
+            machine = hosted.context.machine
+            status, lease = other.watch(run["id"]), other.watch(run["id"], leases=True)
+            async with status as status_changed, lease as lease_moved:
+                [claimed] = await machine.claim("first")
+                # queued → running: a status change, which every watcher hears of.
+                await asyncio.wait_for(status_changed.wait(), 10)
+                await asyncio.wait_for(lease_moved.wait(), 10)
+                status_changed.clear()
+                lease_moved.clear()
+                hosted.clock.advance(machine.limits.lease_seconds + 1)
+                [taken_back] = await machine.claim("second")
+                assert taken_back.id == claimed.id and taken_back.attempts == 2
+                # Taken back: only the lease moved.
+                await asyncio.wait_for(lease_moved.wait(), 10)
+                assert not status_changed.is_set()
+        finally:
+            await other.stop()
 
     async def test_an_expired_lease_lets_another_worker_finish_the_run(
         self, hosted: HostedHarness

@@ -235,8 +235,9 @@ class RunEvents(Protocol):
 
     def notices(self, *payloads: str) -> list[tuple[str, str]]:
         """What a write should send in its own transaction for the other processes to hear of
-        `payloads` when it commits (PostgreSQL's NOTIFY, no transaction of its own); empty
-        where events do not travel through the database."""
+        `payloads` when it commits (PostgreSQL's NOTIFY, no transaction of its own): on one
+        channel, each payload after the same prefix; empty where events do not travel through
+        the database."""
 
     async def committed(self, *payloads: str) -> None:
         """A write that carried `notices(*payloads)` committed: deliver them in this process,

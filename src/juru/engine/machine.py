@@ -286,15 +286,26 @@ class RunMachine:
         """Up to `limit` runs that need a worker, now leased to `worker` (queued → running, or
         a re-claim); fewer than `limit` when no more are waiting."""
 
-        def notices(runs: Sequence[RunRecord]) -> list[Notice]:
-            return self.events.notices(*(_claimed(run) for run in runs))
-
         claimed = await run_store.claim_runs(
-            self.engine, worker, self.clock.now(), self.limits.lease_seconds, limit, notices
+            self.engine,
+            worker,
+            self.clock.now(),
+            self.limits.lease_seconds,
+            limit,
+            self._claim_notice(),
         )
         # The claim's own transaction told the other processes; now this one.
         await self.events.committed(*(_claimed(run) for run in claimed))
         return claimed
+
+    def _claim_notice(self) -> run_store.ClaimNotice | None:
+        """What a claim's statement sends for each run it takes, where events travel through
+        the database: the notices of `_claimed`'s payloads (each a prefix and the payload)."""
+        sent = self.events.notices("", lease_moved(""))
+        if not sent:
+            return None
+        (channel, first), (_, again) = sent
+        return run_store.ClaimNotice(channel, first, again)
 
     async def renew_lease(self, run: RunRecord, worker: str) -> bool:
         return await run_store.renew_lease(

@@ -12,7 +12,19 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import BindParameter, Connection, and_, bindparam, insert, or_, select, update
+from sqlalchemy import (
+    BindParameter,
+    Connection,
+    String,
+    and_,
+    bindparam,
+    case,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 
 from juru.core.states import ACTIVE, RunStatus, check_transition
@@ -390,36 +402,62 @@ def _claim_statement(dialect_name: str) -> Any:
 _CLAIM = {dialect: _claim_statement(dialect) for dialect in ("sqlite", "postgresql")}
 
 
+@dataclass(frozen=True)
+class ClaimNotice:
+    """What a claim tells the other processes (PostgreSQL's NOTIFY on `channel`): `first`
+    followed by the run's id for a run claimed for the first time (queued → running), `again`
+    followed by its id for a run taken (back) whose lease only moved."""
+
+    channel: str
+    first: str
+    again: str
+
+
+# The claim that sends its notices itself, one per run in its RETURNING (PostgreSQL): no
+# statement of their own in the claim's transaction.
+_NOTICE_PAYLOAD = case(
+    (runs.c.attempts == 1, bindparam("notice_first", type_=String())),
+    else_=bindparam("notice_again", type_=String()),
+).concat(runs.c.id)
+_CLAIM_NOTIFYING = _CLAIM["postgresql"].returning(
+    func.pg_notify(bindparam("notice_channel", type_=String()), _NOTICE_PAYLOAD).label("noticed")
+)
+
+
 async def claim_runs(
     engine: Database,
     worker: str,
     now: datetime,
     lease_seconds: float,
     limit: int = 1,
-    notices_for: Callable[[Sequence[RunRecord]], Sequence[Notice]] | None = None,
+    notice: ClaimNotice | None = None,
 ) -> list[RunRecord]:
     """Take up to `limit` of the oldest runs that need a worker (queued, resumed, or left by a
     dead worker) in one statement; fewer than `limit` means none is left (a run waiting for a
-    child run it started is not claimable until the child ended). `notices_for` names what the
-    same transaction tells the other processes of the runs it claimed."""
+    child run it started is not claimable until the child ended). With `notice` (PostgreSQL
+    only), the claim's statement tells the other processes of each run it claimed."""
     check_transition(RunStatus.QUEUED, RunStatus.RUNNING)
     statement = _CLAIM[engine.dialect_name]
-    parameters = {
+    parameters: dict[str, Any] = {
         "worker": worker,
         "claim_now": now,
         "claim_until": now + timedelta(seconds=lease_seconds),
         "claim_limit": limit,
     }
+    if notice is not None:
+        if engine.dialect_name != "postgresql":
+            raise ValueError("a claim sends notices on PostgreSQL only")
+        statement = _CLAIM_NOTIFYING
+        parameters.update(
+            notice_channel=notice.channel, notice_first=notice.first, notice_again=notice.again
+        )
 
     def execute(connection: Connection) -> list[RunRecord]:
         rows = connection.execute(statement, parameters).all()
         # Only a claim makes `attempts` grow: 1 means the run was queued until now.
         started = [(row.id, status_event(row._mapping)) for row in rows if row.attempts == 1]
         append_to_logs(connection, started, now)
-        claimed = sorted((RunRecord.from_row(row._mapping) for row in rows), key=lambda r: r.id)
-        if claimed and notices_for is not None:
-            notify(connection, notices_for(claimed))
-        return claimed
+        return sorted((RunRecord.from_row(row._mapping) for row in rows), key=lambda r: r.id)
 
     return await write(engine, execute)
 
