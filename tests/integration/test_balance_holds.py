@@ -238,10 +238,9 @@ async def test_a_call_whose_hold_does_not_fit_is_refused_before_the_provider(
 
 
 def hold_writes() -> AbstractContextManager[list[str]]:
-    """The INSERT statements that take holds while the block runs."""
-    return statements_sent(
-        lambda statement: statement.lstrip().upper().startswith("INSERT INTO BALANCE_HOLDS")
-    )
+    """The statements that take holds while the block runs (on PostgreSQL the INSERT of a
+    hold's row follows the account's UPDATE in a `WITH`)."""
+    return statements_sent(lambda statement: "INSERT INTO BALANCE_HOLDS" in statement.upper())
 
 
 async def held_now(hosted: HostedHarness) -> Decimal:

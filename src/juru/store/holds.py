@@ -4,20 +4,35 @@ concurrent calls can never spend more than the balance, and settled when the cal
 `accounts.held_rupiah` is the sum of the account's `balance_holds` rows: the column makes
 taking a hold one conditional UPDATE (atomic on both databases), the rows let a hold be settled
 once and let the holds of a process that died be released when they expire.
+
+On PostgreSQL a hold's row and the account's update are one statement (a data-modifying `WITH`)
+when a hold is taken and when holds are given back, with or without a debit; on SQLite, two.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
-from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
+from sqlalchemy import (
+    Connection,
+    String,
+    bindparam,
+    delete,
+    func,
+    insert,
+    literal,
+    select,
+    update,
+)
 
 from juru.store.database import Database
 from juru.store.tables import accounts, balance_holds
 from juru.store.transactions import write
-from juru.store.types import Money
+from juru.store.types import Money, UtcDateTime
 
 
 @dataclass(frozen=True)
@@ -46,18 +61,56 @@ _TAKE = (
 _INSERT = insert(balance_holds)
 _REMOVE = (
     delete(balance_holds)
-    .where(balance_holds.c.id == bindparam("hold_id"))
+    .where(balance_holds.c.id.in_(bindparam("hold_ids", expanding=True)))
     .returning(balance_holds.c.amount_rupiah)
 )
-_GIVE_BACK = (
+# The cost off the balance, the holds' amounts off what is held (either may be 0).
+_DEBIT = (
     update(accounts)
     .where(accounts.c.id == bindparam("account_id"))
-    .values(held_rupiah=accounts.c.held_rupiah - bindparam("amount", type_=Money()))
+    .values(
+        balance_rupiah=accounts.c.balance_rupiah - bindparam("cost", type_=Money()),
+        held_rupiah=accounts.c.held_rupiah - bindparam("released", type_=Money()),
+    )
 )
 
 
-def insert_hold(connection: Connection, hold: Hold) -> None:
-    """The hold's row; `reserve` then sets its amount aside on the account."""
+def _take_in_one_statement() -> Any:
+    """PostgreSQL: the conditional UPDATE of the account, and the hold's row inserted only
+    when it set the amount aside (the row it returns is the answer)."""
+    reserved = _TAKE.returning(accounts.c.id).cte("reserved")
+    row = select(
+        bindparam("hold_id", type_=String()),
+        reserved.c.id,
+        bindparam("amount", type_=Money()),
+        bindparam("hold_what", type_=String()),
+        bindparam("hold_run", type_=String()),
+        bindparam("hold_created", type_=UtcDateTime()),
+        bindparam("hold_expires", type_=UtcDateTime()),
+    ).select_from(reserved)
+    return (
+        insert(balance_holds)
+        .from_select(
+            ["id", "account_id", "amount_rupiah", "what", "run_id", "created_at", "expires_at"],
+            row,
+        )
+        .returning(balance_holds.c.id)
+    )
+
+
+def _debit_in_one_statement() -> Any:
+    """PostgreSQL: the holds' rows deleted and the account debited in one statement (its
+    holds' amounts those of the rows it deleted)."""
+    removed = _REMOVE.cte("removed")
+    released = select(func.coalesce(func.sum(removed.c.amount_rupiah), literal(0)))
+    return _DEBIT.values(held_rupiah=accounts.c.held_rupiah - released.scalar_subquery())
+
+
+_TAKE_AT_ONCE = _take_in_one_statement()
+_DEBIT_AT_ONCE = _debit_in_one_statement()
+
+
+def _insert_hold(connection: Connection, hold: Hold) -> None:
     connection.execute(
         _INSERT,
         {
@@ -72,42 +125,54 @@ def insert_hold(connection: Connection, hold: Hold) -> None:
     )
 
 
-def reserve(connection: Connection, hold: Hold) -> bool:
-    """Set the amount of a hold inserted in this transaction (`insert_hold`) aside, if the
-    account's available balance (balance less what is held) covers it; when it does not,
-    delete the hold's row and return False.
+def take_hold(connection: Connection, hold: Hold) -> bool:
+    """Set the hold's amount aside and write its row, if the account's available balance
+    (balance less what is held) covers it; False, and nothing written, when it does not.
 
     This locks the account's row until the commit, and every write of the account's runs
     waits for it (on PostgreSQL): a transaction touches the account last, so the lock is
     held for the commit only, not for its other statements."""
+    if connection.dialect.name == "postgresql":
+        # Not named as columns: SQLAlchemy would add those to the UPDATE's SET.
+        parameters = {
+            "hold_id": hold.id,
+            "account_id": hold.account_id,
+            "amount": hold.amount,
+            "hold_what": hold.what,
+            "hold_run": hold.run_id,
+            "hold_created": hold.created_at,
+            "hold_expires": hold.expires_at,
+        }
+        return connection.execute(_TAKE_AT_ONCE, parameters).first() is not None
     taken = connection.execute(_TAKE, {"account_id": hold.account_id, "amount": hold.amount})
     if taken.rowcount:
-        return True
-    remove_hold(connection, hold.id)
-    return False
+        _insert_hold(connection, hold)
+    return bool(taken.rowcount)
 
 
-def take_hold(connection: Connection, hold: Hold) -> bool:
-    """`insert_hold` and `reserve`: the hold is set aside, or nothing is written."""
-    insert_hold(connection, hold)
-    return reserve(connection, hold)
-
-
-def remove_hold(connection: Connection, hold_id: str) -> Decimal:
-    """Delete the hold's row and return its amount (0 when it was settled or released
-    before): the caller takes the amount off `accounts.held_rupiah` in the same transaction."""
-    removed = connection.execute(_REMOVE, {"hold_id": hold_id}).first()
-    return Decimal(0) if removed is None else Decimal(removed[0])
-
-
-def give_back(connection: Connection, account_id: str, amount: Decimal) -> None:
-    """Take `amount` of removed holds off what the account holds (`reserve` on the lock)."""
-    if amount:
-        connection.execute(_GIVE_BACK, {"account_id": account_id, "amount": amount})
+def debit(
+    connection: Connection, account_id: str, cost: Decimal, hold_ids: Sequence[str] = ()
+) -> None:
+    """Take `cost` off the account's balance and give back the holds `hold_ids` (deleting
+    their rows: a hold settled or released before gives back nothing), as the account's
+    last statement in the transaction (`take_hold` on its lock)."""
+    if not cost and not hold_ids:
+        return
+    parameters: dict[str, Any] = {"account_id": account_id, "cost": cost}
+    if not hold_ids:
+        connection.execute(_DEBIT, {**parameters, "released": 0})
+    elif connection.dialect.name == "postgresql":
+        connection.execute(_DEBIT_AT_ONCE, {**parameters, "hold_ids": list(hold_ids)})
+    else:
+        removed = connection.execute(_REMOVE, {"hold_ids": list(hold_ids)}).all()
+        released = sum((Decimal(row[0]) for row in removed), Decimal(0))
+        if cost or released:
+            connection.execute(_DEBIT, {**parameters, "released": released})
 
 
 def release_in(connection: Connection, account_id: str, hold_id: str) -> None:
-    give_back(connection, account_id, remove_hold(connection, hold_id))
+    """Give the hold back (nothing when it was settled or released before)."""
+    debit(connection, account_id, Decimal(0), [hold_id])
 
 
 async def hold(engine: Database, hold: Hold, replacing: str | None = None) -> bool:

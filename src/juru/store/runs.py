@@ -29,7 +29,7 @@ from sqlalchemy.exc import IntegrityError
 
 from juru.core.states import ACTIVE, RunStatus, check_transition
 from juru.store.database import Database
-from juru.store.holds import Hold, give_back, insert_hold, remove_hold, reserve
+from juru.store.holds import Hold, release_in, take_hold
 from juru.store.hosted import page_of
 from juru.store.pages import Page, PageRequest
 from juru.store.records import RunRecord
@@ -119,12 +119,11 @@ async def _insert_holding(
     def insert_run(connection: Connection) -> RunRecord:
         row_values = dict(values)
         if hold is not None:
-            insert_hold(connection, hold)
             row_values.update(hold_id=hold.id, hold_rupiah=hold.amount)
         row = connection.execute(insert(runs).values(row_values).returning(*runs.c)).one()
         append_events(connection, row.id, [status_event(row._mapping)], row.created_at)
         # The account's row last: other writes of the account wait for it only to the commit.
-        if hold is not None and not reserve(connection, hold):
+        if hold is not None and not take_hold(connection, hold):
             row = connection.execute(_WITHOUT_HOLD, {"run_id": row.id}).one()
         return RunRecord.from_row(row._mapping)
 
@@ -301,7 +300,6 @@ async def transition_run(
             ).first()
             values.update(hold_id=None, hold_rupiah=None)
         if hold is not None:
-            insert_hold(connection, hold)
             values.update(hold_id=hold.id, hold_rupiah=hold.amount)
         statement = _transition_update(source_values, guard.names(), tuple(values))
         parameters = run_update_parameters(run_id, guard, values)
@@ -311,9 +309,6 @@ async def transition_run(
         event = status_event(row._mapping)
         if notices_of is not None:
             notify(connection, notices_of(appended_records(run_id, [event], row._mapping, now)))
-        released = Decimal(0)
-        if unclaimed is not None and unclaimed.hold_id is not None:
-            released = remove_hold(connection, unclaimed.hold_id)
         append_events(connection, run_id, [event], now)
         if target.is_terminal:
             ended = end_descendants(connection, run_id, now)
@@ -323,10 +318,10 @@ async def transition_run(
             if ended_below is not None:
                 ended_below.extend(ended)
         # The account's row last: other writes of the account wait for it only to the commit.
-        if hold is not None and not reserve(connection, hold):
+        if hold is not None and not take_hold(connection, hold):
             row = connection.execute(_WITHOUT_HOLD, {"run_id": run_id}).one()
-        if unclaimed is not None:
-            give_back(connection, unclaimed.account_id, released)
+        if unclaimed is not None and unclaimed.hold_id is not None:
+            release_in(connection, unclaimed.account_id, unclaimed.hold_id)
         return RunRecord.from_row(row._mapping)
 
     try:

@@ -8,16 +8,15 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Connection, Date, bindparam, cast, func, select, update
+from sqlalchemy import Connection, Date, bindparam, cast, func, select
 
 from juru.core.ids import new_id
 from juru.core.money import PriceRules, to_micro
 from juru.store.database import Database, dialect_insert
-from juru.store.holds import remove_hold
+from juru.store.holds import debit
 from juru.store.run_tree import add_run_cost
 from juru.store.tables import accounts, usage_charges
 from juru.store.transactions import write
-from juru.store.types import Money
 
 
 @dataclass(frozen=True)
@@ -61,25 +60,16 @@ _INSERT_CHARGE = {
     )
     for dialect in ("sqlite", "postgresql")
 }
-# The call's cost off the balance, its hold off what is held (either may be 0).
-_SETTLE = (
-    update(accounts)
-    .where(accounts.c.id == bindparam("account_id"))
-    .values(
-        balance_rupiah=accounts.c.balance_rupiah - bindparam("cost", type_=Money()),
-        held_rupiah=accounts.c.held_rupiah - bindparam("released", type_=Money()),
-    )
-)
 
 
 @dataclass(frozen=True)
 class Charge:
     """A charge written to the ledger, still to be settled on its account (`settle`): its
-    cost, and the amount of the hold it gave back."""
+    cost, and the hold it gives back."""
 
     account_id: str
     cost: Decimal
-    released: Decimal
+    hold_id: str | None
 
 
 def take_charge(
@@ -88,8 +78,8 @@ def take_charge(
     rules: PriceRules,
     tier: str | None = None,
 ) -> Charge:
-    """Price the call with the account's discounts, write its ledger row and remove the
-    call's hold, inside the caller's transaction; the account's balance is the caller's to
+    """Price the call with the account's discounts and write its ledger row, inside the
+    caller's transaction; the account's balance and the call's hold are the caller's to
     settle (`settle`, as the transaction's last statement on the account) and the run's
     running total the caller's to add. A charge whose `charge_key` was taken before is not
     taken again (its hold is still given back): its cost is 0."""
@@ -118,23 +108,22 @@ def take_charge(
     )
     if not inserted.rowcount:
         cost = Decimal(0)
-    released = remove_hold(connection, request.hold_id) if request.hold_id else Decimal(0)
-    return Charge(request.account_id, cost, released)
+    return Charge(request.account_id, cost, request.hold_id)
 
 
 def settle(connection: Connection, charges: Sequence[Charge]) -> None:
-    """Debit the charges' costs and give their holds back, one statement per account (in the
-    order of their ids). The account's row stays locked until the commit, and every write of
-    the account's runs waits for it (on PostgreSQL): call this last in the transaction."""
-    totals: dict[str, tuple[Decimal, Decimal]] = {}
+    """Debit the charges' costs and give their holds back, account by account (in the order
+    of their ids: `holds.debit`). The account's row stays locked until the commit, and every
+    write of the account's runs waits for it (on PostgreSQL): call this last in the
+    transaction."""
+    costs: dict[str, Decimal] = {}
+    holds: dict[str, list[str]] = {}
     for charge in charges:
-        cost, released = totals.get(charge.account_id, (Decimal(0), Decimal(0)))
-        totals[charge.account_id] = (cost + charge.cost, released + charge.released)
-    for account_id, (cost, released) in sorted(totals.items()):
-        if cost or released:
-            connection.execute(
-                _SETTLE, {"account_id": account_id, "cost": cost, "released": released}
-            )
+        costs[charge.account_id] = costs.get(charge.account_id, Decimal(0)) + charge.cost
+        if charge.hold_id is not None:
+            holds.setdefault(charge.account_id, []).append(charge.hold_id)
+    for account_id in sorted(costs):
+        debit(connection, account_id, costs[account_id], holds.get(account_id, []))
 
 
 async def record_charge(engine: Database, request: ChargeRequest, rules: PriceRules) -> Decimal:
