@@ -59,7 +59,7 @@ from juru.tools.runtime import BuiltinServices
 logger = logging.getLogger(__name__)
 RUN_ID_KEY = "juru_run_id"
 # A run that pauses for its caller drops its thread's older checkpoints once in this many model
-# steps, and always when it ends (`Execution._prunes`).
+# steps, and always when it ends (`RunExecution._prunes`).
 PRUNE_EVERY_STEPS = 8
 # A followed call's text goes out in pieces at most this often, and at most this long (a
 # piece must fit one run event between processes, see engine.events).
