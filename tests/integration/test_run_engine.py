@@ -190,6 +190,48 @@ class TestTheHappyPath:
         assert done["status"] == "succeeded" and done["step_count"] == PRUNE_EVERY_STEPS + 1
         assert await count_checkpoints(hosted_openai.context.checkpointer, key) == 1
 
+    async def test_a_run_resumed_where_it_paused_reads_its_checkpoint_from_memory(
+        self,
+        hosted_openai: HostedHarness,
+        fake_openai: FakeOpenAIServer,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        bandung = {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Bandung"}}]}
+        fake_openai.script([WEATHER_CALL, bandung, {"content": "Both are warm."}])
+        run = await hosted_openai.new_run(model_id=OPENAI_MODEL)
+        key = hosted_thread_key(run["thread_id"])
+        saver = hosted_openai.context.checkpointer
+        read_from_the_database = saver._get_tuple_now  # type: ignore[attr-defined]
+        reads: list[str] = []
+
+        async def counted(config: Any) -> Any:
+            reads.append(config["configurable"]["thread_id"])
+            return await read_from_the_database(config)
+
+        monkeypatch.setattr(saver, "_get_tuple_now", counted)
+        await hosted_openai.work()
+        assert reads == [key]  # the run's first execution: a new thread
+        first_pause = await hosted_openai.get_run(run["id"])
+        assert (await hosted_openai.answer(first_pause)).status_code == 200
+        await hosted_openai.work()
+        assert reads == [key]  # resumed in the process that paused it: from memory
+        paused = await hosted_openai.get_run(run["id"])
+        assert json.loads(paused["pending_tool_calls"][0]["arguments"]) == {"city": "Bandung"}
+        # Another claim between the pause and the resume (a worker that let the run go): the
+        # run may have gone on elsewhere, so the resume reads the database.
+        assert (await hosted_openai.answer(paused, '{"temp_c": 24}')).status_code == 200
+        [taken] = await hosted_openai.context.machine.claim("another-worker")
+        await hosted_openai.context.machine.release_lease(taken, "another-worker")
+        await hosted_openai.work()
+        assert reads == [key, key]
+        done = await hosted_openai.get_run(run["id"])
+        assert done["status"] == "succeeded" and done["output"] == "Both are warm."
+        # Each call saw the whole conversation, the resume from memory included.
+        sent = [request["messages"] for request in fake_openai.requests()]
+        assert [len(messages) for messages in sent] == [1, 3, 5]
+        assert sent[2][:3] == sent[1] and sent[2][-1]["content"] == '{"temp_c": 24}'
+        assert sent[1][-1]["role"] == "tool" and sent[1][-1]["content"] == '{"temp_c": 32}'
+
 
 class TestTheAgentOfAClaim:
     async def test_an_unchanged_agent_is_not_read_again_and_an_edit_is_seen(

@@ -46,7 +46,7 @@ from juru.engine.machine import RunMachine
 from juru.engine.transcript import transcript_entries
 from juru.models.catalog import ModelCatalog, ProviderNotConfiguredError, UnknownModelError
 from juru.store import hosted as hosted_store
-from juru.store.checkpointer import HeldSaves, holding_saves, reading_once
+from juru.store.checkpointer import HeldSaves, holding_saves, reading_once, resuming
 from juru.store.outage import is_outage
 from juru.store.records import RunRecord
 from juru.store.run_tree import ancestors_of
@@ -90,6 +90,20 @@ def input_messages(run_id: str, run_input: Sequence[dict[str, str]]) -> list[Bas
         INPUT_ROLES[item["role"]](item["content"], id=input_message_id(run_id, index))
         for index, item in enumerate(run_input)
     ]
+
+
+def _resume_mark(run: RunRecord) -> tuple[int, int]:
+    """Which pause a claimed run goes on from, and whether no other claim came between: its
+    pause count and its claims so far. A checkpoint kept at a pause under the same mark
+    (`_pause_mark`) is still the thread's latest: only an execution of the run writes it, and
+    every execution starts with a claim."""
+    return run.pause_count, run.attempts
+
+
+def _pause_mark(run: RunRecord, pause: StatusChange) -> tuple[int, int]:
+    """The `_resume_mark` that the claim resuming this pause of `run` (claimed as `run`) will
+    give, if no other claim comes first: every claim counts one more attempt."""
+    return int(pause.values["pause_count"]), run.attempts + 1
 
 
 @dataclass
@@ -165,8 +179,9 @@ class RunExecution:
         done = asyncio.Event()
         guard = asyncio.create_task(self._guard_lease(main, done))
         try:
-            # The state read that decides how to go on is the graph's own first read too.
-            with reading_once():
+            # The state read that decides how to go on is the graph's own first read too; after
+            # a pause this process wrote, it reads the checkpoint the pause left in memory.
+            with reading_once(), resuming(self.thread_key, _resume_mark(self.run)):
                 await self._execute()
         except LeaseLostError:
             self.lease_lost = True
@@ -567,6 +582,9 @@ class RunExecution:
         if not await self.machine.record_step(step, self.context.meter.rules):
             await self._charge_orphans()
             raise LeaseLostError(self.run.id)
+        if status is not None and status.target == RunStatus.REQUIRES_ACTION and step.saves:
+            assert self.held_saves is not None, "saves are taken from the held ones"
+            self.held_saves.keep_for_resume(step.saves, _pause_mark(self.run, status))
         self.names_pre_hold = False
         self._charged()
         self.unwritten.clear()

@@ -6,7 +6,16 @@ import asyncio
 import sqlite3
 import time
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Hashable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -14,11 +23,13 @@ from typing import Any, Literal
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
     BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    get_checkpoint_metadata,
 )
 from langgraph.checkpoint.postgres import PostgresSaver as SyncPostgresSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
@@ -41,6 +52,9 @@ from juru.store.urls import DatabaseUrl
 from juru.store.write_queue import SqliteWriter
 
 POSTGRES_POOL_MAX = 10
+# Checkpoints of paused runs a saver keeps for their resume in this process (`keep_pause`): the
+# oldest go first.
+PAUSES_KEPT = 256
 
 
 # Within `reading_once()`: the latest checkpoint of each (thread, namespace) read so far and not
@@ -130,6 +144,48 @@ class CheckpointSaves:
     calls: tuple[SaverCall, ...]
     serde: SerializerProtocol
 
+    def latest(self) -> CheckpointTuple | None:
+        """What a read of the thread's latest checkpoint (its root namespace) answers once these
+        saves are written, as LangGraph's savers assemble it, when they hold that checkpoint
+        (the last one they put); None when they put none."""
+        put = next((c for c in reversed(self.calls) if c.method == "put" and _root(c)), None)
+        if put is None:
+            return None
+        config, checkpoint, metadata, _versions = put.args
+        saved = _saved_config(config, checkpoint)
+        parent_id = config["configurable"].get("checkpoint_id")
+        parent: RunnableConfig | None = None
+        if parent_id:
+            parent = {"configurable": {**saved["configurable"], "checkpoint_id": parent_id}}
+        # Keyed and ordered as the savers store and sort them (a write of special channels
+        # replaces the one before it with its key, any other keeps the first), and their values
+        # as the saver's serializer gives them back (a tuple comes back a list).
+        writes: dict[tuple[str, str, int], tuple[str, str, Any]] = {}
+        for call in self.calls:
+            if call.method != "put_writes" or not _root(call):
+                continue
+            write_config, pairs, task_id, *rest = call.args
+            if write_config["configurable"].get("checkpoint_id") != checkpoint["id"]:
+                continue
+            task_path = rest[0] if rest else ""
+            replaces = all(channel in WRITES_IDX_MAP for channel, _ in pairs)
+            for index, (channel, value) in enumerate(pairs):
+                key = (task_path, task_id, WRITES_IDX_MAP.get(channel, index))
+                if replaces or key not in writes:
+                    writes[key] = (task_id, channel, self._as_stored(value))
+        metadata = get_checkpoint_metadata(config, metadata)
+        return CheckpointTuple(
+            saved, checkpoint, metadata, parent, [writes[k] for k in sorted(writes)]
+        )
+
+    def _as_stored(self, value: Any) -> Any:
+        return self.serde.loads_typed(self.serde.dumps_typed(value))
+
+
+def _root(call: SaverCall) -> bool:
+    """Whether the saver's call is for the thread's root namespace (not a subgraph's)."""
+    return not (call.args[0].get("configurable") or {}).get("checkpoint_ns")
+
 
 @dataclass(eq=False)
 class HeldSaves:
@@ -157,6 +213,31 @@ class HeldSaves:
             calls = list(self.calls)
             self.calls.clear()
             await self.saver.save_now(calls)
+
+    def keep_for_resume(self, saves: CheckpointSaves, mark: Hashable) -> None:
+        """Once the write of `saves` has committed the run's pause: keep the checkpoint they
+        hold for its resume in this process, which reads it (`resuming` under the same `mark`)
+        without a trip to the database."""
+        latest = saves.latest()
+        if latest is not None and self.saver is not None:
+            self.saver.keep_pause(self.thread_id, mark, latest)
+
+
+# Within `resuming(thread, mark)`: the read of the thread's latest checkpoint is the one its
+# saver kept at the run's pause under the same mark, if it kept one (`HoldingSaver.keep_pause`).
+_resuming: ContextVar[tuple[str, Hashable] | None] = ContextVar("resuming", default=None)
+
+
+@contextmanager
+def resuming(thread_id: str, mark: Hashable) -> Iterator[None]:
+    """Let the read of `thread_id`'s latest checkpoint be the one kept at its run's pause under
+    `mark`: the caller knows that, kept under that mark, it is still the latest (no other
+    execution can have written the thread since)."""
+    token = _resuming.set((thread_id, mark))
+    try:
+        yield
+    finally:
+        _resuming.reset(token)
 
 
 @asynccontextmanager
@@ -194,10 +275,14 @@ def _saved_config(config: RunnableConfig, checkpoint: Checkpoint) -> RunnableCon
 
 
 class HoldingSaver(BaseCheckpointSaver[str]):
-    """LangGraph's async saver methods with Juru's two rules: reads of a thread's latest
+    """LangGraph's async saver methods with Juru's rules: reads of a thread's latest
     checkpoint can be shared (`reading_once`), and writes can be held (`holding_saves`), so a
-    read of a thread first writes what is held of it. Each saver below says how to read and
-    write at once (the `_..._now` methods)."""
+    read of a thread first writes what is held of it; and a run resumed in the process that
+    paused it reads its checkpoint from memory (`resuming`). Each saver below says how to read
+    and write at once (the `_..._now` methods)."""
+
+    # The checkpoint of each paused run's thread, and the mark of its pause (`keep_pause`).
+    _kept_pauses: OrderedDict[str, tuple[Hashable, CheckpointTuple]] | None = None
 
     async def _get_tuple_now(self, config: RunnableConfig) -> CheckpointTuple | None:
         raise NotImplementedError
@@ -226,7 +311,35 @@ class HoldingSaver(BaseCheckpointSaver[str]):
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         await self._release_held(config)
-        return await read_once(config, lambda: self._get_tuple_now(config))
+        return await read_once(config, lambda: self._kept_or_read(config))
+
+    async def _kept_or_read(self, config: RunnableConfig) -> CheckpointTuple | None:
+        kept = self._kept_for(config)
+        return kept if kept is not None else await self._get_tuple_now(config)
+
+    def keep_pause(self, thread_id: str, mark: Hashable, latest: CheckpointTuple) -> None:
+        """Keep `latest`, the thread's latest checkpoint as its paused run's write committed
+        it, for one read within `resuming(thread_id, mark)`; for `PAUSES_KEPT` threads at most."""
+        if self._kept_pauses is None:
+            self._kept_pauses = OrderedDict()
+        self._kept_pauses[thread_id] = (mark, latest)
+        self._kept_pauses.move_to_end(thread_id)
+        while len(self._kept_pauses) > PAUSES_KEPT:
+            self._kept_pauses.popitem(last=False)
+
+    def _kept_for(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The kept checkpoint that `config` reads, if it names the latest of a thread being
+        resumed under the mark it was kept with (once: it is then dropped)."""
+        now_resuming = _resuming.get()
+        if now_resuming is None or not self._kept_pauses:
+            return None
+        thread_id, mark = now_resuming
+        if _latest_key(config) != (thread_id, ""):
+            return None
+        kept = self._kept_pauses.pop(thread_id, None)
+        if kept is None or kept[0] != mark:
+            return None
+        return _fresh(kept[1])
 
     async def alist(
         self,
@@ -273,6 +386,8 @@ class HoldingSaver(BaseCheckpointSaver[str]):
 
     async def adelete_thread(self, thread_id: str) -> None:
         forget_reads()
+        if self._kept_pauses:
+            self._kept_pauses.pop(thread_id, None)
         await self._release_held(None)
         await self._delete_thread_now(thread_id)
 
