@@ -5,22 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from sqlalchemy import Connection
 
-from juru.store.checkpointer import (
-    CheckpointSaves,
-    holding_saves,
-    open_checkpointer,
-    write_saves,
-)
+from juru.store.checkpointer import CheckpointSaves, holding_saves, write_saves
 from juru.store.database import Database
 from juru.store.transactions import write
-from juru.store.urls import DatabaseUrl
+from tests.support.savers import savers
+
+__all__ = ["savers"]  # a pytest fixture: the tests ask for it by name
 
 THREAD: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
 OTHER_THREAD: Any = {"configurable": {"thread_id": "u", "checkpoint_ns": ""}}
@@ -28,17 +24,6 @@ OTHER_THREAD: Any = {"configurable": {"thread_id": "u", "checkpoint_ns": ""}}
 
 class Refused(Exception):
     """Raised by a write after the saves went in: its transaction is rolled back."""
-
-
-@pytest.fixture
-async def savers(database_url: str, store_database: Database) -> AsyncIterator[tuple[Any, Any]]:
-    """The saver of the store's process, and another process's saver that reads behind it."""
-    url = DatabaseUrl.parse(database_url)
-    async with (
-        open_checkpointer(url, engine=store_database) as ours,
-        open_checkpointer(url) as theirs,
-    ):
-        yield ours, theirs
 
 
 async def save(saver: BaseCheckpointSaver[Any], step: int, thread: Any = THREAD) -> str:

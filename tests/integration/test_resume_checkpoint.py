@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import operator
-from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 import pytest
@@ -21,13 +20,14 @@ from juru.store.checkpointer import (
     CheckpointSaves,
     HeldSaves,
     holding_saves,
-    open_checkpointer,
     resuming,
     write_saves,
 )
 from juru.store.database import Database
 from juru.store.transactions import write
-from juru.store.urls import DatabaseUrl
+from tests.support.savers import savers
+
+__all__ = ["savers"]  # a pytest fixture: the tests ask for it by name
 
 THREAD: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
 
@@ -52,17 +52,6 @@ def graph_on(saver: Any) -> Any:
     return builder.compile(checkpointer=saver)
 
 
-@pytest.fixture
-async def savers(database_url: str, store_database: Database) -> AsyncIterator[tuple[Any, Any]]:
-    """The saver of the store's process, and another process's saver that reads behind it."""
-    url = DatabaseUrl.parse(database_url)
-    async with (
-        open_checkpointer(url, engine=store_database) as ours,
-        open_checkpointer(url) as theirs,
-    ):
-        yield ours, theirs
-
-
 async def stored(saver: Any) -> CheckpointTuple:
     """The thread's latest checkpoint as another process reads it from the database."""
     found = await asyncio.create_task(saver.aget_tuple(THREAD), context=contextvars.Context())
@@ -85,6 +74,16 @@ async def pause(store_database: Database, graph: Any, payload: Any) -> Checkpoin
     return saves
 
 
+@pytest.fixture
+async def first_pause(
+    savers: tuple[Any, Any], store_database: Database
+) -> tuple[Any, Any, CheckpointSaves]:
+    """The graph on the store's saver, paused once; the saves of that pause."""
+    graph = graph_on(savers[0])
+    saves = await pause(store_database, graph, {"messages": [], "topic": "rain", "asked": 0})
+    return savers[0], graph, saves
+
+
 def assert_same(kept: CheckpointTuple, found: CheckpointTuple) -> None:
     assert kept.config == found.config
     assert kept.checkpoint == found.checkpoint
@@ -94,11 +93,10 @@ def assert_same(kept: CheckpointTuple, found: CheckpointTuple) -> None:
 
 
 async def test_the_checkpoint_kept_is_the_one_the_database_answers(
-    savers: tuple[Any, Any], store_database: Database
+    savers: tuple[Any, Any], first_pause: tuple[Any, Any, CheckpointSaves], store_database: Database
 ) -> None:
-    ours, theirs = savers
-    graph = graph_on(ours)
-    first = await pause(store_database, graph, {"messages": [], "topic": "rain", "asked": 0})
+    theirs = savers[1]
+    _, graph, first = first_pause
     kept = first.latest()
     assert kept is not None
     assert_same(kept, await stored(theirs))
@@ -111,11 +109,10 @@ async def test_the_checkpoint_kept_is_the_one_the_database_answers(
 
 
 async def test_a_kept_checkpoint_answers_only_its_resume_and_only_once(
-    savers: tuple[Any, Any], store_database: Database
+    savers: tuple[Any, Any], first_pause: tuple[Any, Any, CheckpointSaves]
 ) -> None:
-    ours, theirs = savers
-    graph = graph_on(ours)
-    saves = await pause(store_database, graph, {"messages": [], "topic": "rain", "asked": 0})
+    theirs = savers[1]
+    ours, graph, saves = first_pause
     reads: list[Any] = []
     read_from_the_database = ours._get_tuple_now
 
