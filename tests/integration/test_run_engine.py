@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
@@ -22,7 +23,10 @@ from juru.engine.execution import (
     RunExecution,
     hosted_thread_key,
 )
+from juru.engine.graphs import CompiledGraphs
+from juru.engine.worker import Worker
 from juru.store import runs as run_store
+from juru.store.checkpointer import open_checkpointer
 from juru.store.pruning import count_checkpoints
 from juru.store.tables import runs
 from juru.store.transcript import list_messages
@@ -231,6 +235,52 @@ class TestTheHappyPath:
         assert [len(messages) for messages in sent] == [1, 3, 5]
         assert sent[2][:3] == sent[1] and sent[2][-1]["content"] == '{"temp_c": 24}'
         assert sent[1][-1]["role"] == "tool" and sent[1][-1]["content"] == '{"temp_c": 32}'
+
+    async def test_a_checkpoint_kept_for_one_run_is_not_read_by_the_next_run_of_its_thread(
+        self, hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer, database_url: str
+    ) -> None:
+        # Two worker processes, each with its own saver: this one and `elsewhere`.
+        async with open_checkpointer(DatabaseUrl.parse(database_url)) as other_saver:
+            elsewhere = Worker(
+                replace(
+                    hosted_openai.context.run_context(),
+                    checkpointer=other_saver,
+                    graphs=CompiledGraphs(other_saver),
+                ),
+                concurrency=8,
+                name="elsewhere",
+            )
+
+            async def work_elsewhere() -> None:
+                while await elsewhere.fill_slots():
+                    await elsewhere.drain()
+
+            fake_openai.script(
+                [WEATHER_CALL, {"content": "first"}, WEATHER_CALL, {"content": "second"}]
+            )
+            first = await hosted_openai.new_run(model_id=OPENAI_MODEL)
+            await hosted_openai.work()  # pauses here: this process keeps its checkpoint
+            await hosted_openai.answer(await hosted_openai.get_run(first["id"]), '{"temp_c": 1}')
+            await work_elsewhere()  # resumed and ended elsewhere: what is kept here is old
+            assert (await hosted_openai.get_run(first["id"]))["output"] == "first"
+            started = await hosted_openai.start_run(first["thread_id"], "And tomorrow?")
+            second = started.json()
+            await work_elsewhere()  # the second run pauses elsewhere, as the first did here
+            await hosted_openai.answer(await hosted_openai.get_run(second["id"]), '{"temp_c": 2}')
+            await hosted_openai.work()  # and resumes here, at the same pause and claim counts
+            done = await hosted_openai.get_run(second["id"])
+            assert done["status"] == "succeeded" and done["output"] == "second"
+            last = fake_openai.requests()[-1]["messages"]
+            assert [message["role"] for message in last] == [
+                "user",
+                "assistant",
+                "tool",
+                "assistant",
+                "user",
+                "assistant",
+                "tool",
+            ]
+            assert last[-1]["content"] == '{"temp_c": 2}'
 
 
 class TestTheAgentOfAClaim:

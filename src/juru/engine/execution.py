@@ -92,18 +92,18 @@ def input_messages(run_id: str, run_input: Sequence[dict[str, str]]) -> list[Bas
     ]
 
 
-def _resume_mark(run: RunRecord) -> tuple[int, int]:
-    """Which pause a claimed run goes on from, and whether no other claim came between: its
-    pause count and its claims so far. A checkpoint kept at a pause under the same mark
-    (`_pause_mark`) is still the thread's latest: only an execution of the run writes it, and
-    every execution starts with a claim."""
-    return run.pause_count, run.attempts
+def _resume_mark(run: RunRecord) -> tuple[str, int, int]:
+    """Which run a claim took, at which of its pauses, and whether no other claim came between:
+    its id, pause count and claims so far. A checkpoint kept at a pause under the same mark
+    (`_pause_mark`) is still the thread's latest: only an execution of a run writes its
+    thread, every execution starts with a claim, and the thread's next run has another id."""
+    return run.id, run.pause_count, run.attempts
 
 
-def _pause_mark(run: RunRecord, pause: StatusChange) -> tuple[int, int]:
+def _pause_mark(run: RunRecord, pause: StatusChange) -> tuple[str, int, int]:
     """The `_resume_mark` that the claim resuming this pause of `run` (claimed as `run`) will
     give, if no other claim comes first: every claim counts one more attempt."""
-    return int(pause.values["pause_count"]), run.attempts + 1
+    return run.id, int(pause.values["pause_count"]), run.attempts + 1
 
 
 @dataclass
