@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -84,6 +85,9 @@ def chat(served: Served, *args: str, log: Path) -> Iterator[pexpect.spawn]:
             encoding="utf-8",
             timeout=STEP_SECONDS,
             dimensions=(50, 220),
+            # As a shell starts it at a terminal: a test run started in the background by a
+            # shell without job control ignores SIGINT, and the chat would inherit that.
+            preexec_fn=_interruptible,
         )
         child.logfile_read = transcript
         try:
@@ -91,6 +95,10 @@ def chat(served: Served, *args: str, log: Path) -> Iterator[pexpect.spawn]:
             yield child
         finally:
             child.close(force=True)
+
+
+def _interruptible() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def ended(child: pexpect.spawn) -> int:
