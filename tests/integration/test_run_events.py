@@ -447,16 +447,18 @@ async def test_a_postgresql_listener_whose_connection_is_cut_listens_again(
     for events in (api, worker):
         await events.start()
     try:
-        async with api.watch("run_cut") as cut:
+        async with api.watch("run_cut") as cut, worker.watch("run_cut") as also_cut:
             async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as admin:
                 await admin.execute(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                     "WHERE datname = current_database() AND query = %s",
                     (f"LISTEN {CHANNEL}",),
                 )
-            # Back on a new connection, the listener wakes every watcher: anything may have
-            # happened meanwhile.
+            # Back on a new connection, each listener wakes every watcher of its process:
+            # anything may have happened meanwhile. Both listeners reconnect on their own
+            # time; the worker's wake says its LISTEN is back too.
             await asyncio.wait_for(cut.wait(), WAKE_SECONDS)
+            await asyncio.wait_for(also_cut.wait(), WAKE_SECONDS)
             cut.clear()
             await worker.publish("run_cut")
             await asyncio.wait_for(cut.wait(), WAKE_SECONDS)
