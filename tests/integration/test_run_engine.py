@@ -28,6 +28,7 @@ from juru.engine.worker import Worker
 from juru.store import runs as run_store
 from juru.store.checkpointer import open_checkpointer
 from juru.store.pruning import count_checkpoints
+from juru.store.run_log import events_after
 from juru.store.tables import runs
 from juru.store.transcript import list_messages
 from juru.store.urls import DatabaseUrl
@@ -493,6 +494,42 @@ class TestRaces:
         # Fewer than asked for: nothing else is waiting.
         assert [run.id for run in await machine.claim("batch", 5)] == [third["id"]]
         assert await machine.claim("other", 5) == []
+
+    @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+    async def test_only_a_claim_that_starts_a_run_waits_for_the_disk(
+        self, hosted: HostedHarness
+    ) -> None:
+        # A resumed run's claim shows nobody anything (the step's write, synced, takes it to
+        # disk with its own COMMIT); the claim of a queued run appends the run's `running`
+        # event, which streams show at once.
+        levels: list[int] = []
+        changes = [0]
+
+        def commit(connection: Any) -> None:
+            # The `synchronous` of each COMMIT that writes something (a claim that found
+            # nothing to take has nothing to sync).
+            raw = connection.connection.driver_connection
+            if raw.total_changes != changes[0]:
+                changes[0] = raw.total_changes
+                levels.append(raw.execute("PRAGMA synchronous").fetchone()[0])
+
+        writer = hosted.context.engine.writer.engine
+        event.listen(writer, "commit", commit)
+        try:
+            run = await hosted.new_run()
+            levels.clear()
+            await hosted.work()  # claims the queued run, then records its pause
+            assert levels and set(levels) == {2}  # FULL
+            paused = await hosted.get_run(run["id"])
+            assert (await hosted.answer(paused)).status_code == 200
+            levels.clear()
+            [resumed] = await hosted.context.machine.claim("another-worker")
+            assert levels == [1] and resumed.attempts == 2  # NORMAL, and claimed once more
+            log = await events_after(hosted.context.engine, run["id"], 0)
+            running = [item for item in log if item.data.get("status") == "running"]
+            assert len(running) == 2  # its start and its resume, once each
+        finally:
+            event.remove(writer, "commit", commit)
 
     async def test_a_claim_tells_the_other_processes(
         self, hosted: HostedHarness, database_url: str

@@ -227,3 +227,43 @@ async def test_closing_the_checkpointer_waits_for_a_write_in_the_writer_thread(
         assert rows == 1
     finally:
         await engine.dispose()
+
+
+def synchronous_level(connection: Connection) -> int:
+    """SQLite's `synchronous` of the connection: 1 NORMAL (a COMMIT not synced), 2 FULL."""
+    return int(connection.exec_driver_sql("PRAGMA synchronous").scalar_one())
+
+
+async def test_a_write_commits_unsynced_only_when_its_result_allows_it(tmp_path: Path) -> None:
+    database = DatabaseUrl.parse(f"sqlite:///{tmp_path}/juru.db")
+    upgrade_to_head(database)
+    engine = open_database(database)
+    seen: list[int] = []
+
+    def insert_thread(name: str) -> Any:
+        def work(connection: Connection) -> str:
+            seen.append(synchronous_level(connection))
+            now = datetime.now(UTC)
+            connection.execute(
+                insert(playground_threads).values(
+                    thread_id=name, feature="f", created_at=now, updated_at=now
+                )
+            )
+            return name
+
+        return work
+
+    try:
+        await write(engine, insert_thread("quiet"), unsynced_if=lambda name: True)
+        assert seen == [1]
+        # Its result wants the COMMIT synced: the unsynced try is rolled back, then redone.
+        seen.clear()
+        await write(engine, insert_thread("told"), unsynced_if=lambda name: False)
+        assert seen == [1, 2]
+        seen.clear()
+        await write(engine, insert_thread("plain"))
+        assert seen == [2]
+        names = await engine.rows(select(playground_threads.c.thread_id))
+        assert sorted(row["thread_id"] for row in names) == ["plain", "quiet", "told"]
+    finally:
+        await engine.dispose()

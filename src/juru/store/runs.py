@@ -454,7 +454,14 @@ async def claim_runs(
         append_to_logs(connection, started, now)
         return sorted((RunRecord.from_row(row._mapping) for row in rows), key=lambda r: r.id)
 
-    return await write(engine, execute)
+    # A claim that only moves leases (a resumed run's, a lapsed one's) tells nobody outside
+    # Juru's processes anything; one that starts a queued run appends its status event, which
+    # streams show at once: that one is synced.
+    return await write(engine, execute, unsynced_if=_moves_only_leases)
+
+
+def _moves_only_leases(claimed: list[RunRecord]) -> bool:
+    return all(run.attempts > 1 for run in claimed)
 
 
 async def renew_lease(

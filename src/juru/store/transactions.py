@@ -34,12 +34,24 @@ _NOTIFY = text(
 
 
 async def write(
-    engine: Database, work: Callable[[Connection], T], notices: Sequence[Notice] = ()
+    engine: Database,
+    work: Callable[[Connection], T],
+    notices: Sequence[Notice] = (),
+    *,
+    unsynced_if: Callable[[T], bool] | None = None,
 ) -> T:
     """Run `work` in one transaction, to its COMMIT or ROLLBACK, whatever happens to the caller;
     with `notices` (PostgreSQL), sent in the same transaction before `work` (they go out at
     the commit either way, and `work` may end with the lock on an account's row: nothing
-    but the COMMIT should follow it)."""
+    but the COMMIT should follow it).
+
+    A COMMIT waits until the transaction is on disk, unless `unsynced_if` is true of the
+    result: then, on SQLite, it waits for the file to have it, and a crash of the machine
+    (not of a process) may lose it. Only for a write that nobody outside Juru's processes
+    learns of before a later synced COMMIT, which takes it to disk with its own (the claim of
+    a resumed run: no event of the run's log, no answer to a client): a repeatable `work`,
+    which SQLite may run twice (`store.write_queue`). PostgreSQL syncs every COMMIT
+    (`store.database.ThreadedWriter`)."""
     writer = engine.writer
 
     def work_and_notify(connection: Connection) -> T:
@@ -47,7 +59,7 @@ async def write(
         return work(connection)
 
     async def transaction() -> T:
-        return await writer.run(work_and_notify)
+        return await writer.run(work_and_notify, unsynced_if)
 
     task = asyncio.ensure_future(transaction())
     engine.writes_in_flight.add(task)

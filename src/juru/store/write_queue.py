@@ -27,6 +27,9 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine
 
 T = TypeVar("T")
+# SQLite's `synchronous` in WAL mode: FULL syncs the log at every COMMIT; NORMAL leaves it to
+# the next synced COMMIT (or checkpoint), which syncs everything written before it.
+SYNCED, UNSYNCED = "FULL", "NORMAL"
 
 
 def lock_path_of(database_path: Path) -> Path:
@@ -43,10 +46,15 @@ class SqliteWriter:
         self._fd: int | None = None
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="juru-sqlite-writer")
 
-    async def run(self, work: Callable[[Connection], T]) -> T:
+    async def run(
+        self, work: Callable[[Connection], T], unsynced_if: Callable[[T], bool] | None = None
+    ) -> T:
         """`work` in one transaction on the writer's connection, to its COMMIT (or ROLLBACK
-        when it raises)."""
-        return await self.call(self._transaction, work)
+        when it raises). With `unsynced_if`, true of the result, the COMMIT does not wait for
+        the disk (`store.transactions.write`): SQLite decides that before BEGIN, so `work` runs
+        with the sync off and, where the result wants it synced after all, is rolled back and
+        run again with it on (`work` must be repeatable)."""
+        return await self.call(self._transaction, work, unsynced_if)
 
     async def call(self, write: Callable[..., T], *args: Any) -> T:
         """`write(*args)` in the writer's thread, holding the file's write lock."""
@@ -63,14 +71,21 @@ class SqliteWriter:
         finally:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
-    def _transaction(self, work: Callable[[Connection], T]) -> T:
+    def _transaction(
+        self, work: Callable[[Connection], T], unsynced_if: Callable[[T], bool] | None = None
+    ) -> T:
         with self.engine.connect() as connection:
-            connection.exec_driver_sql("BEGIN IMMEDIATE")
-            try:
-                result = work(connection)
-            except BaseException:
+            if unsynced_if is not None:
+                _synchronous(connection, UNSYNCED)
+                connection.exec_driver_sql("BEGIN IMMEDIATE")
+                result = _worked(connection, work)
+                if unsynced_if(result):
+                    connection.commit()
+                    return result
                 connection.rollback()
-                raise
+            _synchronous(connection, SYNCED)
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+            result = _worked(connection, work)
             connection.commit()
             return result
 
@@ -78,3 +93,20 @@ class SqliteWriter:
         """Close the connection (in the thread that made it) and stop the thread."""
         await asyncio.get_running_loop().run_in_executor(self._thread, self.engine.dispose)
         self._thread.shutdown(wait=True)
+
+
+def _synchronous(connection: Connection, level: str) -> None:
+    """Set the connection's `synchronous` (outside a transaction: SQLite refuses it inside),
+    unless it is set so already."""
+    if connection.info.get("synchronous") != level:
+        connection.exec_driver_sql(f"PRAGMA synchronous={level}")
+        connection.info["synchronous"] = level
+
+
+def _worked(connection: Connection, work: Callable[[Connection], T]) -> T:
+    """`work` in the transaction begun on `connection`, rolled back when it raises."""
+    try:
+        return work(connection)
+    except BaseException:
+        connection.rollback()
+        raise
