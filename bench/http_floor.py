@@ -1,10 +1,13 @@
-"""The HTTP a hosted step cannot do without, with nothing behind it: a floor for its CPU.
+"""The HTTP a hosted step cannot do without, with nothing behind it: a floor for its CPU and
+for its time end to end.
 
-A client-tool step of a hosted run takes two requests: the tool outputs posted, and the `GET`
-that waits for the run's next pause. This app answers the same two routes on FastAPI and
-uvicorn with uvicorn's defaults and its access log, as `juru serve` does, but with no work
-behind them (no key, no database, no run): what the server spends on them is what any
-FastAPI server would spend on one step's HTTP on this machine.
+A client-tool step of a hosted run takes one request: the tool outputs posted with `?wait=`,
+answered with the run at its next pause. This app answers that route on FastAPI and uvicorn
+with uvicorn's defaults and its access log, as `juru serve` does, but with no work behind it
+(no key, no database, no run), and the bench's own client drives it as it drives a hosted
+run (aiohttp, the outputs built from the pause it was answered): what the server spends on a
+request is what any FastAPI server would spend on a step's HTTP on this machine, and the time
+from one request's send to the next is what the step's HTTP adds to its time end to end.
 
 `python -m bench.http_floor --port N` serves it; `measure()` drives it from this process.
 """
@@ -13,11 +16,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import statistics
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
+import aiohttp
 import uvicorn
 from fastapi import FastAPI
 from pydantic import BaseModel
@@ -25,6 +31,7 @@ from pydantic import BaseModel
 from tests.support.server import ServerProcess, free_port
 
 app = FastAPI()
+WARM_UP_STEPS = 20
 
 
 class ToolOutput(BaseModel):
@@ -49,14 +56,20 @@ async def health() -> dict[str, str]:
 
 
 @app.post("/v1/runs/{run_id}/tool_outputs")
-async def tool_outputs(run_id: str, body: ToolOutputs) -> RunView:
-    return RunView(id=run_id, status="running", step_count=len(body.outputs))
-
-
-@app.get("/v1/runs/{run_id}")
-async def get_run(run_id: str, wait: int | None = None) -> RunView:
+async def tool_outputs(run_id: str, body: ToolOutputs, wait: int | None = None) -> RunView:
+    """The run at its next pause, as a hosted run's `?wait=` answers it."""
     call = {"id": "call_1", "type": "function", "function": {"name": "t", "arguments": "{}"}}
-    return RunView(id=run_id, status="requires_action", step_count=1, pending_tool_calls=[call])
+    steps = len(body.outputs)
+    return RunView(id=run_id, status="requires_action", step_count=steps, pending_tool_calls=[call])
+
+
+@dataclass(frozen=True)
+class HttpStep:
+    """A step's request on the empty app: the server's CPU for it, and the median time from
+    the client's send of one step's request to its send of the next."""
+
+    cpu_ms: float
+    wall_ms: float
 
 
 def run_seconds(pid: int) -> float:
@@ -71,30 +84,44 @@ def run_seconds(pid: int) -> float:
     return total / 1e9
 
 
-def measure(log: Path, pairs: int) -> float:
-    """Server CPU milliseconds per pair of requests (tool outputs, then the waiting `GET`)."""
+async def measure(log: Path, steps: int) -> HttpStep:
+    """Drive the app for `steps` steps after a warm-up, one request per step, as the bench's
+    client drives a hosted run (`bench.client.Api`)."""
     port = free_port()
     command = [sys.executable, "-m", "bench.http_floor", "--port", str(port)]
     server = ServerProcess(command, port, {}, log).start()
     assert server.process is not None
-    body = {"outputs": [{"tool_call_id": "call_1", "output": '{"ok": true}'}]}
     headers = {"Authorization": "Bearer juru_live_bench"}
+    run: dict[str, Any] = {"id": "run_1", "pending_tool_calls": [{"id": "call_1"}]}
     try:
-        with httpx.Client(base_url=server.base_url, headers=headers) as client:
+        async with aiohttp.ClientSession(base_url=server.base_url + "/", headers=headers) as client:
 
-            def pair() -> None:
-                client.post("/v1/runs/run_1/tool_outputs", json=body).raise_for_status()
-                client.get("/v1/runs/run_1", params={"wait": 30}).raise_for_status()
+            async def step() -> None:
+                nonlocal run
+                outputs = [
+                    {"tool_call_id": call["id"], "output": '{"ok": true}'}
+                    for call in run["pending_tool_calls"]
+                ]
+                async with client.post(
+                    f"v1/runs/{run['id']}/tool_outputs",
+                    json={"outputs": outputs},
+                    params={"wait": "30"},
+                ) as response:
+                    response.raise_for_status()
+                    run = await response.json()
 
-            for _ in range(20):
-                pair()  # warm-up
+            for _ in range(WARM_UP_STEPS):
+                await step()
             before = run_seconds(server.process.pid)
-            for _ in range(pairs):
-                pair()
+            times = []
+            for _ in range(steps):
+                sent = time.perf_counter()
+                await step()
+                times.append(time.perf_counter() - sent)
             used = run_seconds(server.process.pid) - before
     finally:
         server.stop()
-    return 1000 * used / pairs
+    return HttpStep(cpu_ms=1000 * used / steps, wall_ms=1000 * statistics.median(times))
 
 
 def main() -> None:

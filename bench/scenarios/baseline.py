@@ -5,8 +5,9 @@ interrupts answered at once in-process; with LangGraph's in-memory saver and wit
 AsyncSqliteSaver, and with the AsyncSqliteSaver saving only at each pause, as Juru saves a
 client-tool agent's checkpoint (one run at a time only). Also the model client alone
 (ChatOpenAI, then the bare openai client), so the runtime's cost per step is split from the
-client's, and the two requests of a client-tool step on a FastAPI app with nothing behind them
-(`bench.http_floor`): with the saver at pauses, the floor of a hosted step's CPU here. The
+client's, and the request of a client-tool step on a FastAPI app with nothing behind it
+(`bench.http_floor`): with the saver at pauses, the floor of a hosted step's CPU and of its
+time end to end here. The
 same two savings, every node and at pauses, with LangGraph's AsyncPostgresSaver on a new
 database of the bench's PostgreSQL (when it answers): the in-process floor of a hosted step on
 PostgreSQL. And a
@@ -43,7 +44,7 @@ from bench.harness import (
     drop_postgres_database,
     postgres_reachable,
 )
-from bench.http_floor import measure as http_pair_cpu_ms
+from bench.http_floor import measure as measure_http_step
 from juru.agents.hosted import build_hosted_agent, run_input
 from juru.models.catalog import ModelCatalog
 from juru.models.streams import joined, until_silent
@@ -244,7 +245,7 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
         model.set_latency(0.0)
         client = await client_only(model.base_url, 50 if quick else 300)
         streamed = await streamed_reading(workdir, 10 if quick else 60)
-        http_pair = http_pair_cpu_ms(workdir / "http-floor.log", 100 if quick else 500)
+        http_step = await measure_http_step(workdir / "http-floor.log", 100 if quick else 500)
         model.set_latency(LATENCY)
         savers = [("memory", "async"), ("sqlite", "async"), ("sqlite", "exit")]
         if postgres_reachable():
@@ -280,9 +281,12 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
         "scenario": "baseline",
         "db": "in-process",
         "runs": runs,
+        "model_latency_s": LATENCY,
         **client,
         "streamed_words": STREAMED_WORDS,
         **streamed,
-        "http_pair_cpu_ms": http_pair,
+        # A client-tool step's one request on an empty FastAPI app (`bench.http_floor`).
+        "http_step_cpu_ms": http_step.cpu_ms,
+        "http_step_wall_ms": http_step.wall_ms,
         "rows": rows,
     }

@@ -123,21 +123,43 @@ def test_profile_charges_the_innermost_known_part() -> None:
     }
 
 
-def test_the_http_floor_serves_a_steps_two_requests_and_reports_the_floor(
+async def test_the_http_floor_serves_a_steps_request_and_reports_the_floors(
     tmp_path: Path,
 ) -> None:
-    cpu = http_floor.measure(tmp_path / "floor.log", 10)
-    assert 0 < cpu < 100
-    # Both requests were answered (the access log has them), after the 20 of the warm-up.
+    step = await http_floor.measure(tmp_path / "floor.log", 10)
+    assert 0 < step.cpu_ms < 100 and 0 < step.wall_ms < 100
+    # Every request was answered (the access log has them), after the 20 of the warm-up.
     log = (tmp_path / "floor.log").read_text()
-    assert log.count('POST /v1/runs/run_1/tool_outputs HTTP/1.1" 200') == 30
-    assert log.count('GET /v1/runs/run_1?wait=30 HTTP/1.1" 200') == 30
+    assert log.count('POST /v1/runs/run_1/tool_outputs?wait=30 HTTP/1.1" 200') == 30
     rows = [
-        {"checkpointer": "sqlite", "durability": "async", "cpu_ms_per_step": 14.0},
-        {"checkpointer": "sqlite, saved at pauses", "durability": "exit", "cpu_ms_per_step": 9.5},
+        {"checkpointer": "sqlite", "durability": "async", "cpu_ms_per_step": 14.0, "ratio": 1.07},
+        {
+            "checkpointer": "sqlite, saved at pauses",
+            "durability": "exit",
+            "cpu_ms_per_step": 9.5,
+            "ratio": 1.05,
+        },
+        {
+            "checkpointer": "postgresql, saved at pauses",
+            "durability": "exit",
+            "cpu_ms_per_step": 10.5,
+            "ratio": 1.06,
+        },
     ]
-    assert report.hosted_step_floor({"rows": rows, "http_pair_cpu_ms": cpu}) == (9.5, cpu)
-    assert report.hosted_step_floor({"rows": rows[:1], "http_pair_cpu_ms": cpu}) is None
+    result = {
+        "rows": rows,
+        "model_latency_s": 0.2,
+        "http_step_cpu_ms": step.cpu_ms,
+        "http_step_wall_ms": 2.0,
+    }
+    assert report.hosted_step_floor(result) == (9.5, step.cpu_ms)
+    assert report.hosted_step_floor({**result, "rows": rows[:1]}) is None
+    # A step's request adds its time to every model step of 200 ms: 2 ms is 0.01.
+    floors = report.hosted_e2e_floors(result)
+    savers = [(saver, ratio) for saver, ratio, _ in floors]
+    assert savers == [("sqlite", 1.05), ("postgresql", 1.06)]
+    assert [round(total, 6) for _, _, total in floors] == [1.06, 1.07]
+    assert report.hosted_e2e_floors({"rows": rows}) == []
 
 
 def test_overhead_scenario_quick(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
