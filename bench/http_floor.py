@@ -5,9 +5,12 @@ A client-tool step of a hosted run takes one request: the tool outputs posted wi
 answered with the run at its next pause. This app answers that route on FastAPI and uvicorn
 with uvicorn's defaults and its access log, as `juru serve` does, but with no work behind it
 (no key, no database, no run), and the bench's own client drives it as it drives a hosted
-run (aiohttp, the outputs built from the pause it was answered): what the server spends on a
-request is what any FastAPI server would spend on a step's HTTP on this machine, and the time
-from one request's send to the next is what the step's HTTP adds to its time end to end.
+run (aiohttp, the outputs built from the pause it was answered), with the model call's wait
+between steps or without: what the server spends on a request is what any FastAPI server
+would spend on a step's HTTP on this machine, and the time from one request's send to the
+next is what the step's HTTP adds to its time end to end. The wait matters on a virtual
+machine: a request that finds both processes idle for 200 ms took 1.9 ms here, against 0.45
+ms back to back (bench/RESULTS.md, twenty-fifth round).
 
 `python -m bench.http_floor --port N` serves it; `measure()` drives it from this process.
 """
@@ -15,6 +18,7 @@ from one request's send to the next is what the step's HTTP adds to its time end
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import statistics
 import sys
@@ -66,10 +70,12 @@ async def tool_outputs(run_id: str, body: ToolOutputs, wait: int | None = None) 
 @dataclass(frozen=True)
 class HttpStep:
     """A step's request on the empty app: the server's CPU for it, and the median time from
-    the client's send of one step's request to its send of the next."""
+    the client's building of the request (the outputs of the pause it was last answered) to
+    its reading of the answer; and the seconds the measured steps took, their waits included."""
 
     cpu_ms: float
     wall_ms: float
+    seconds: float
 
 
 def run_seconds(pid: int) -> float:
@@ -84,9 +90,10 @@ def run_seconds(pid: int) -> float:
     return total / 1e9
 
 
-async def measure(log: Path, steps: int) -> HttpStep:
+async def measure(log: Path, steps: int, pause: float = 0.0) -> HttpStep:
     """Drive the app for `steps` steps after a warm-up, one request per step, as the bench's
-    client drives a hosted run (`bench.client.Api`)."""
+    client drives a hosted run (`bench.client.Api`), `pause` seconds apart (the model call's
+    time, in a hosted step)."""
     port = free_port()
     command = [sys.executable, "-m", "bench.http_floor", "--port", str(port)]
     server = ServerProcess(command, port, {}, log).start()
@@ -112,16 +119,19 @@ async def measure(log: Path, steps: int) -> HttpStep:
 
             for _ in range(WARM_UP_STEPS):
                 await step()
-            before = run_seconds(server.process.pid)
+            before, started = run_seconds(server.process.pid), time.perf_counter()
             times = []
             for _ in range(steps):
+                if pause:
+                    await asyncio.sleep(pause)
                 sent = time.perf_counter()
                 await step()
                 times.append(time.perf_counter() - sent)
             used = run_seconds(server.process.pid) - before
+            seconds = time.perf_counter() - started
     finally:
         server.stop()
-    return HttpStep(cpu_ms=1000 * used / steps, wall_ms=1000 * statistics.median(times))
+    return HttpStep(1000 * used / steps, 1000 * statistics.median(times), seconds)
 
 
 def main() -> None:

@@ -131,6 +131,10 @@ async def test_the_http_floor_serves_a_steps_request_and_reports_the_floors(
     # Every request was answered (the access log has them), after the 20 of the warm-up.
     log = (tmp_path / "floor.log").read_text()
     assert log.count('POST /v1/runs/run_1/tool_outputs?wait=30 HTTP/1.1" 200') == 30
+    # Paced as a hosted step is, a model call's wait before each request.
+    paced = await http_floor.measure(tmp_path / "paced.log", 5, pause=0.05)
+    assert paced.seconds >= 5 * 0.05 > step.seconds
+    assert 0 < paced.cpu_ms < 100 and 0 < paced.wall_ms < 100
     rows = [
         {"checkpointer": "sqlite", "durability": "async", "cpu_ms_per_step": 14.0, "ratio": 1.07},
         {
