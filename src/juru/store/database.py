@@ -16,9 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
-from functools import partial
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, Executable, RowMapping, Table, create_engine, event, text
@@ -27,6 +25,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DisconnectionError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from juru.store.threads import DatabaseThreads
 from juru.store.urls import DatabaseUrl
 from juru.store.write_queue import SqliteWriter
 
@@ -51,7 +50,7 @@ class ThreadedReader:
 
     def __init__(self, engine: Engine, threads: int = SQLITE_READERS) -> None:
         self.engine = engine
-        self._threads = ThreadPoolExecutor(threads, thread_name_prefix="juru-db-reader")
+        self._threads = DatabaseThreads(threads, "juru-db-reader")
 
     async def run(self, work: Callable[[Connection], T]) -> T:
         """`work` on a connection of the reader pool."""
@@ -59,15 +58,14 @@ class ThreadedReader:
 
     async def call(self, read: Callable[..., T], *args: Any) -> T:
         """`read(*args)` in a reader thread."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._threads, partial(read, *args))
+        return await self._threads.call(read, *args)
 
     def _read(self, work: Callable[[Connection], T]) -> T:
         with self.engine.connect() as connection:
             return work(connection)
 
     def dispose(self) -> None:
-        self._threads.shutdown(wait=True)
+        self._threads.shutdown()
         self.engine.dispose()
 
 
@@ -77,7 +75,7 @@ class ThreadedWriter:
 
     def __init__(self, engine: Engine, threads: int) -> None:
         self.engine = engine
-        self._threads = ThreadPoolExecutor(threads, thread_name_prefix="juru-db-writer")
+        self._threads = DatabaseThreads(threads, "juru-db-writer")
 
     async def run(
         self, work: Callable[[Connection], T], unsynced_if: Callable[[T], bool] | None = None
@@ -85,15 +83,14 @@ class ThreadedWriter:
         """`work` in one transaction. Every COMMIT is synced, `unsynced_if` or not: a
         PostgreSQL COMMIT waits about 0.1 ms for its log's flush (the flushes of concurrent
         transactions are shared), and turning it off would take a statement of its own."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._threads, self._transaction, work)
+        return await self._threads.call(self._transaction, work)
 
     def _transaction(self, work: Callable[[Connection], T]) -> T:
         with self.engine.begin() as connection:
             return work(connection)
 
     async def dispose(self) -> None:
-        await asyncio.to_thread(self._threads.shutdown, wait=True)
+        await asyncio.to_thread(self._threads.shutdown)
         self.engine.dispose()
 
 

@@ -14,17 +14,16 @@ busy event loop, and the writes of a process queue in the thread's queue.
 
 from __future__ import annotations
 
-import asyncio
 import fcntl
 import os
 import weakref
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine
+
+from juru.store.threads import DatabaseThreads
 
 T = TypeVar("T")
 # SQLite's `synchronous` in WAL mode: FULL syncs the log at every COMMIT; NORMAL leaves it to
@@ -44,7 +43,7 @@ class SqliteWriter:
         self.engine = engine
         self.lock_path = lock_path_of(database_path)
         self._fd: int | None = None
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="juru-sqlite-writer")
+        self._thread = DatabaseThreads(1, "juru-sqlite-writer")
 
     async def run(
         self, work: Callable[[Connection], T], unsynced_if: Callable[[T], bool] | None = None
@@ -58,8 +57,7 @@ class SqliteWriter:
 
     async def call(self, write: Callable[..., T], *args: Any) -> T:
         """`write(*args)` in the writer's thread, holding the file's write lock."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._thread, partial(self._locked, write, *args))
+        return await self._thread.call(self._locked, write, *args)
 
     def _locked(self, write: Callable[..., T], *args: Any) -> T:
         if self._fd is None:
@@ -91,8 +89,8 @@ class SqliteWriter:
 
     async def dispose(self) -> None:
         """Close the connection (in the thread that made it) and stop the thread."""
-        await asyncio.get_running_loop().run_in_executor(self._thread, self.engine.dispose)
-        self._thread.shutdown(wait=True)
+        await self._thread.call(self.engine.dispose)
+        self._thread.shutdown()
 
 
 def _synchronous(connection: Connection, level: str) -> None:
