@@ -84,3 +84,7 @@ async def test_shutdown_lets_the_threads_make_every_call_given() -> None:
         await asyncio.to_thread(threads.shutdown)
     assert made == [0, 1, 2, 3, 4]
     await asyncio.gather(*calls)
+    # Nothing is taken after it, as an executor refuses new work once shut down.
+    with pytest.raises(RuntimeError, match="shut down"):
+        await asyncio.wait_for(threads.call(made.append, 5), 10)
+    assert made == [0, 1, 2, 3, 4]

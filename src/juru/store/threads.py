@@ -37,9 +37,13 @@ class DatabaseThreads:
         self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
+        self._shut = False
 
     async def call(self, function: Callable[..., T], *args: Any) -> T:
-        """`function(*args)` in one of the threads; its result or its exception."""
+        """`function(*args)` in one of the threads; its result or its exception. RuntimeError
+        once the threads were shut down, as an executor's."""
+        if self._shut:
+            raise RuntimeError(f"the {self.name} threads were shut down")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         if not self._threads:
@@ -50,7 +54,7 @@ class DatabaseThreads:
     def shutdown(self) -> None:
         """Let the threads make every call given so far, then stop them (blocks until then)."""
         with self._lock:
-            threads, self._threads = self._threads, []
+            threads, self._threads, self._shut = self._threads, [], True
         for _ in threads:
             self._calls.put(_STOP)
         for thread in threads:
@@ -58,7 +62,7 @@ class DatabaseThreads:
 
     def _start(self) -> None:
         with self._lock:
-            if self._threads:
+            if self._threads or self._shut:
                 return
             self._threads = [
                 threading.Thread(target=self._serve, name=f"{self.name}_{index}", daemon=True)
