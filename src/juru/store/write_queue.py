@@ -74,16 +74,12 @@ class SqliteWriter:
     ) -> T:
         with self.engine.connect() as connection:
             if unsynced_if is not None:
-                _synchronous(connection, UNSYNCED)
-                connection.exec_driver_sql("BEGIN IMMEDIATE")
-                result = _worked(connection, work)
+                result = _worked(connection, work, UNSYNCED)
                 if unsynced_if(result):
                     connection.commit()
                     return result
                 connection.rollback()
-            _synchronous(connection, SYNCED)
-            connection.exec_driver_sql("BEGIN IMMEDIATE")
-            result = _worked(connection, work)
+            result = _worked(connection, work, SYNCED)
             connection.commit()
             return result
 
@@ -93,16 +89,14 @@ class SqliteWriter:
         self._thread.shutdown()
 
 
-def _synchronous(connection: Connection, level: str) -> None:
-    """Set the connection's `synchronous` (outside a transaction: SQLite refuses it inside),
-    unless it is set so already."""
-    if connection.info.get("synchronous") != level:
-        connection.exec_driver_sql(f"PRAGMA synchronous={level}")
-        connection.info["synchronous"] = level
-
-
-def _worked(connection: Connection, work: Callable[[Connection], T]) -> T:
-    """`work` in the transaction begun on `connection`, rolled back when it raises."""
+def _worked(connection: Connection, work: Callable[[Connection], T], synchronous: str) -> T:
+    """`work` in a transaction begun `IMMEDIATE` on `connection` with SQLite's `synchronous`
+    at `synchronous` (set before BEGIN: SQLite refuses it inside a transaction, and only when
+    the connection has another), rolled back when it raises; the caller commits."""
+    if connection.info.get("synchronous") != synchronous:
+        connection.exec_driver_sql(f"PRAGMA synchronous={synchronous}")
+        connection.info["synchronous"] = synchronous
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
     try:
         return work(connection)
     except BaseException:
