@@ -7,8 +7,8 @@ with uvicorn's defaults and its access log, as `juru serve` does, but with no wo
 (no key, no database, no run), and the bench's own client drives it as it drives a hosted
 run (aiohttp, the outputs built from the pause it was answered), with the model call's wait
 between steps or without: what the server spends on a request is what any FastAPI server
-would spend on a step's HTTP on this machine, and the time from one request's send to the
-next is what the step's HTTP adds to its time end to end. The wait matters on a virtual
+would spend on a step's HTTP on this machine, and the time from the request's building to its
+answer read is what the step's HTTP adds to its time end to end. The wait matters on a virtual
 machine: a request that finds both processes idle for 200 ms took 1.9 ms here, against 0.45
 ms back to back (bench/RESULTS.md, twenty-fifth round).
 

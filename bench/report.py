@@ -271,7 +271,7 @@ def hosted_step_floor(result: dict[str, Any]) -> tuple[float, float] | None:
     """(CPU per step of the graph in-process with the saver at pauses, CPU of a step's
     request on an empty FastAPI app), where the baseline measured both."""
     http = result.get("http_step_cpu_ms")
-    at_pauses = [row for row in result["rows"] if row.get("durability") == "exit"]
+    at_pauses = _saved_at_pauses(result)
     if http is None or not at_pauses:
         return None
     return float(at_pauses[0]["cpu_ms_per_step"]), float(http)
@@ -291,9 +291,13 @@ def hosted_e2e_floors(result: dict[str, Any]) -> list[tuple[str, float, float]]:
             float(row["ratio"]),
             float(row["ratio"]) + float(wall) / model_ms,
         )
-        for row in result["rows"]
-        if row.get("durability") == "exit"
+        for row in _saved_at_pauses(result)
     ]
+
+
+def _saved_at_pauses(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The baseline's rows of the graph saving only at pauses, as hosted runs save."""
+    return [row for row in result["rows"] if row.get("durability") == "exit"]
 
 
 def _latency(result: dict[str, Any]) -> float:

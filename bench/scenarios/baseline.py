@@ -247,7 +247,8 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
         streamed = await streamed_reading(workdir, 10 if quick else 60)
         back_to_back = await measure_http_step(workdir / "http-floor.log", 100 if quick else 500)
         # As in a hosted step, with the model call's wait before each request.
-        paced = await measure_http_step(workdir / "http-floor.log", 20 if quick else 100, LATENCY)
+        paced_log = workdir / "http-floor-paced.log"
+        paced = await measure_http_step(paced_log, 20 if quick else 100, LATENCY)
         model.set_latency(LATENCY)
         savers = [("memory", "async"), ("sqlite", "async"), ("sqlite", "exit")]
         if postgres_reachable():
