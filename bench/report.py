@@ -264,6 +264,17 @@ def baseline_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Ro
                     *[""] * 6,
                 ]
             )
+        for saver, cpu, e2e, kept in kept_floors(result):
+            rows.append(
+                [
+                    f"floor of a hosted step that keeps its outputs, {saver}",
+                    f"the request with its outputs committed and a hop to a second process and "
+                    f"back: {kept['cpu_ms']:.2f} ms of server CPU, {kept['wall_ms']:.2f} ms; "
+                    f"with the graph saving at pauses: {cpu:.1f} ms of CPU a step, e2e ÷ model "
+                    f"time {e2e:.3f}",
+                    *[""] * 6,
+                ]
+            )
     return "4. Baseline: the same graph in-process (LangGraph only, no server)", header, rows
 
 
@@ -293,6 +304,27 @@ def hosted_e2e_floors(result: dict[str, Any]) -> list[tuple[str, float, float]]:
         )
         for row in _saved_at_pauses(result)
     ]
+
+
+def kept_floors(
+    result: dict[str, Any],
+) -> list[tuple[str, float, float, dict[str, float]]]:
+    """For each saver the baseline ran at pauses with a request measured on the same database
+    with its outputs kept (`http_step_kept`): its name, the floor of a hosted step's CPU and
+    of its e2e ÷ model time when the step keeps the outputs it was sent and runs its graph
+    in another process than the one serving HTTP, and that request's own figures."""
+    kept = result.get("http_step_kept") or {}
+    model_ms = 1000 * _latency(result)
+    floors = []
+    for row in _saved_at_pauses(result):
+        saver = str(row["checkpointer"]).split(",")[0]
+        request = kept.get(saver)
+        if request is None:
+            continue
+        cpu = float(row["cpu_ms_per_step"]) + float(request["cpu_ms"])
+        e2e = float(row["ratio"]) + float(request["wall_ms"]) / model_ms
+        floors.append((saver, cpu, e2e, request))
+    return floors
 
 
 def _saved_at_pauses(result: dict[str, Any]) -> list[dict[str, Any]]:

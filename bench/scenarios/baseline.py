@@ -7,7 +7,9 @@ client-tool agent's checkpoint (one run at a time only). Also the model client a
 (ChatOpenAI, then the bare openai client), so the runtime's cost per step is split from the
 client's, and the request of a client-tool step on a FastAPI app with nothing behind it
 (`bench.http_floor`): with the saver at pauses, the floor of a hosted step's CPU and of its
-time end to end here. The
+time end to end here; that request again with its tool outputs committed to SQLite and to
+PostgreSQL and a hop to a second process and back, the floor of a step that keeps what it
+was sent and runs its graph outside the process serving HTTP. The
 same two savings, every node and at pauses, with LangGraph's AsyncPostgresSaver on a new
 database of the bench's PostgreSQL (when it answers): the in-process floor of a hosted step on
 PostgreSQL. And a
@@ -53,6 +55,26 @@ LATENCY = 0.2
 STEPS_PER_RUN = 5
 # The streamed reply of `streamed_reading`: about a paragraph, one chunk a word.
 STREAMED_WORDS = 200
+
+
+async def kept_steps(workdir: Path, steps: int) -> dict[str, dict[str, float]]:
+    """A step's request on the empty app, paced as a hosted step's, with its tool outputs
+    committed before the answer and a hop to a second process and back (`bench.http_floor`):
+    its server CPU and time per database (PostgreSQL's when it answers)."""
+    stores = {"sqlite": str(workdir / "floor-outputs.db")}
+    database = create_postgres_database("juru_bench_floor") if postgres_reachable() else None
+    if database is not None:
+        stores["postgresql"] = f"{POSTGRES_URL}/{database}"
+    kept = {}
+    try:
+        for name, store in stores.items():
+            log = workdir / f"http-floor-kept-{name}.log"
+            step = await measure_http_step(log, steps, LATENCY, store=store, hop=True)
+            kept[name] = {"cpu_ms": step.cpu_ms, "wall_ms": step.wall_ms}
+    finally:
+        if database is not None:
+            drop_postgres_database(database)
+    return kept
 
 
 @contextlib.asynccontextmanager
@@ -249,6 +271,7 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
         # As in a hosted step, with the model call's wait before each request.
         paced_log = workdir / "http-floor-paced.log"
         paced = await measure_http_step(paced_log, 20 if quick else 100, LATENCY)
+        kept = await kept_steps(workdir, 20 if quick else 100)
         model.set_latency(LATENCY)
         savers = [("memory", "async"), ("sqlite", "async"), ("sqlite", "exit")]
         if postgres_reachable():
@@ -292,5 +315,7 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
         "http_step_cpu_ms": paced.cpu_ms,
         "http_step_wall_ms": paced.wall_ms,
         "http_step_back_to_back": {"cpu_ms": back_to_back.cpu_ms, "wall_ms": back_to_back.wall_ms},
+        # The same, paced, with the outputs kept and a hop to a second process, per database.
+        "http_step_kept": kept,
         "rows": rows,
     }

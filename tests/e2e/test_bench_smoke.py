@@ -5,16 +5,19 @@ virtual environment of its own)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 import openai
+import psycopg
 import pytest
 
 from bench import http_floor, report, run
 from bench.client import TOOL
-from bench.harness import FakeModel
+from bench.harness import POSTGRES_URL, FakeModel, create_postgres_database, drop_postgres_database
 from bench.profile import attribute
 from bench.scenarios import baseline, overhead, peers, streams, throughput
 from juru.agents.hosted import build_hosted_agent
@@ -128,6 +131,7 @@ async def test_the_http_floor_serves_a_steps_request_and_reports_the_floors(
 ) -> None:
     step = await http_floor.measure(tmp_path / "floor.log", 10)
     assert 0 < step.cpu_ms < 100 and 0 < step.wall_ms < 100
+    assert step.hopped == 0
     # Every request was answered (the access log has them), after the 20 of the warm-up.
     log = (tmp_path / "floor.log").read_text()
     assert log.count('POST /v1/runs/run_1/tool_outputs?wait=30 HTTP/1.1" 200') == 30
@@ -164,6 +168,71 @@ async def test_the_http_floor_serves_a_steps_request_and_reports_the_floors(
     assert savers == [("sqlite", 1.05), ("postgresql", 1.06)]
     assert [round(total, 6) for _, _, total in floors] == [1.06, 1.07]
     assert report.hosted_e2e_floors({"rows": rows}) == []
+
+
+@pytest.mark.parametrize(
+    "database", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgresql)]
+)
+async def test_the_http_floor_keeps_a_steps_outputs_and_hops_to_a_second_process(
+    tmp_path: Path, database: str
+) -> None:
+    if database == "sqlite":
+        name, store = None, str(tmp_path / "outputs.db")
+    else:
+        name = create_postgres_database("juru_test_floor")
+        store = f"{POSTGRES_URL}/{name}"
+    try:
+        step = await http_floor.measure(tmp_path / "kept.log", 10, store=store, hop=True)
+        query = f"SELECT run_id, outputs FROM {http_floor.OUTPUTS_TABLE}"
+        if name is None:
+            with contextlib.closing(sqlite3.connect(store)) as connection:
+                kept = connection.execute(query).fetchall()
+        else:
+            with psycopg.connect(store) as connection:
+                kept = connection.execute(query).fetchall()
+    finally:
+        if name is not None:
+            drop_postgres_database(name)
+    assert 0 < step.cpu_ms < 100 and 0 < step.wall_ms < 100
+    # Every request's outputs, the 20 of the warm-up too, committed before it was answered.
+    assert len(kept) == 30
+    outputs = [{"tool_call_id": "call_1", "output": '{"ok": true}'}]
+    # SQLite gives the JSON's text back, PostgreSQL its value (a `jsonb` column).
+    decoded = [(run, o if isinstance(o, list) else json.loads(o)) for run, o in kept]
+    assert decoded == [("run_1", outputs)] * 30
+    # Each measured request went to another process and back before it was answered.
+    assert step.hopped == 10
+
+
+def test_the_floors_of_a_step_that_keeps_its_outputs_pair_each_saver_with_its_database() -> None:
+    rows = [
+        {"checkpointer": "sqlite", "durability": "async", "cpu_ms_per_step": 14.0, "ratio": 1.07},
+        {
+            "checkpointer": "sqlite, saved at pauses",
+            "durability": "exit",
+            "cpu_ms_per_step": 9.5,
+            "ratio": 1.05,
+        },
+        {
+            "checkpointer": "postgresql, saved at pauses",
+            "durability": "exit",
+            "cpu_ms_per_step": 10.5,
+            "ratio": 1.06,
+        },
+    ]
+    kept = {
+        "sqlite": {"cpu_ms": 2.0, "wall_ms": 3.0},
+        "postgresql": {"cpu_ms": 2.5, "wall_ms": 4.0},
+    }
+    result = {"rows": rows, "model_latency_s": 0.2, "http_step_kept": kept}
+    floors = [
+        (saver, round(cpu, 6), round(e2e, 6)) for saver, cpu, e2e, _ in report.kept_floors(result)
+    ]
+    # 3 ms over each 200 ms step is 0.015; 4 ms, 0.02.
+    assert floors == [("sqlite", 11.5, 1.065), ("postgresql", 13.0, 1.08)]
+    # A database measured without its saver's row, or no such request at all: no floor.
+    assert [f[0] for f in report.kept_floors({**result, "rows": rows[:2]})] == ["sqlite"]
+    assert report.kept_floors({"rows": rows}) == []
 
 
 def test_overhead_scenario_quick(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
