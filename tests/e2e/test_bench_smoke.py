@@ -126,6 +126,24 @@ def test_profile_charges_the_innermost_known_part() -> None:
     }
 
 
+# Baseline rows as the scenario writes them: a saver saving at every node, and two at pauses.
+BASELINE_ROWS: list[dict[str, Any]] = [
+    {"checkpointer": "sqlite", "durability": "async", "cpu_ms_per_step": 14.0, "ratio": 1.07},
+    {
+        "checkpointer": "sqlite, saved at pauses",
+        "durability": "exit",
+        "cpu_ms_per_step": 9.5,
+        "ratio": 1.05,
+    },
+    {
+        "checkpointer": "postgresql, saved at pauses",
+        "durability": "exit",
+        "cpu_ms_per_step": 10.5,
+        "ratio": 1.06,
+    },
+]
+
+
 async def test_the_http_floor_serves_a_steps_request_and_reports_the_floors(
     tmp_path: Path,
 ) -> None:
@@ -139,21 +157,7 @@ async def test_the_http_floor_serves_a_steps_request_and_reports_the_floors(
     paced = await http_floor.measure(tmp_path / "paced.log", 5, pause=0.05)
     assert paced.seconds >= 5 * 0.05 > step.seconds
     assert 0 < paced.cpu_ms < 100 and 0 < paced.wall_ms < 100
-    rows = [
-        {"checkpointer": "sqlite", "durability": "async", "cpu_ms_per_step": 14.0, "ratio": 1.07},
-        {
-            "checkpointer": "sqlite, saved at pauses",
-            "durability": "exit",
-            "cpu_ms_per_step": 9.5,
-            "ratio": 1.05,
-        },
-        {
-            "checkpointer": "postgresql, saved at pauses",
-            "durability": "exit",
-            "cpu_ms_per_step": 10.5,
-            "ratio": 1.06,
-        },
-    ]
+    rows = BASELINE_ROWS
     result = {
         "rows": rows,
         "model_latency_s": 0.2,
@@ -205,21 +209,7 @@ async def test_the_http_floor_keeps_a_steps_outputs_and_hops_to_a_second_process
 
 
 def test_the_floors_of_a_step_that_keeps_its_outputs_pair_each_saver_with_its_database() -> None:
-    rows = [
-        {"checkpointer": "sqlite", "durability": "async", "cpu_ms_per_step": 14.0, "ratio": 1.07},
-        {
-            "checkpointer": "sqlite, saved at pauses",
-            "durability": "exit",
-            "cpu_ms_per_step": 9.5,
-            "ratio": 1.05,
-        },
-        {
-            "checkpointer": "postgresql, saved at pauses",
-            "durability": "exit",
-            "cpu_ms_per_step": 10.5,
-            "ratio": 1.06,
-        },
-    ]
+    rows = BASELINE_ROWS
     kept = {
         "sqlite": {"cpu_ms": 2.0, "wall_ms": 3.0},
         "postgresql": {"cpu_ms": 2.5, "wall_ms": 4.0},
