@@ -23,8 +23,8 @@ and waits for it to hand it back before answering, as a hosted step goes from th
 to a worker and back: the least that serving HTTP in one process and running runs in another
 adds to a step (the second process does nothing but send the message back).
 
-`python -m bench.http_floor --port N [--store URL]` serves it; `measure()` drives it from this
-process.
+`python -m bench.http_floor --port N [--store URL] [--hop]` serves it; `measure()` drives it
+from this process.
 """
 
 from __future__ import annotations
