@@ -42,34 +42,35 @@ class DatabaseThreads:
     async def call(self, function: Callable[..., T], *args: Any) -> T:
         """`function(*args)` in one of the threads; its result or its exception. RuntimeError
         once the threads were shut down, as an executor's."""
-        if self._shut:
-            raise RuntimeError(f"the {self.name} threads were shut down")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        if not self._threads:
-            self._start()
-        self._calls.put((loop, future, function, args))
+        # Under the lock, a call is either queued ahead of shutdown's stops or refused: never
+        # queued behind them, where no thread would take it.
+        with self._lock:
+            if self._shut:
+                raise RuntimeError(f"the {self.name} threads were shut down")
+            if not self._threads:
+                self._start()
+            self._calls.put((loop, future, function, args))
         return await future
 
     def shutdown(self) -> None:
         """Let the threads make every call given so far, then stop them (blocks until then)."""
         with self._lock:
             threads, self._threads, self._shut = self._threads, [], True
-        for _ in threads:
-            self._calls.put(_STOP)
+            for _ in threads:
+                self._calls.put(_STOP)
         for thread in threads:
             thread.join()
 
     def _start(self) -> None:
-        with self._lock:
-            if self._threads or self._shut:
-                return
-            self._threads = [
-                threading.Thread(target=self._serve, name=f"{self.name}_{index}", daemon=True)
-                for index in range(self.count)
-            ]
-            for thread in self._threads:
-                thread.start()
+        """Start the threads (the caller holds the lock)."""
+        self._threads = [
+            threading.Thread(target=self._serve, name=f"{self.name}_{index}", daemon=True)
+            for index in range(self.count)
+        ]
+        for thread in self._threads:
+            thread.start()
 
     def _serve(self) -> None:
         while (given := self._calls.get()) is not _STOP:
