@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from decimal import Decimal
 from typing import Any
@@ -41,6 +42,15 @@ async def account_state(hosted: HostedHarness, name: str) -> tuple[Decimal, Deci
     assert account is not None
     assert await held_total(hosted.context.engine, account.id) == account.held_rupiah
     return account.balance_rupiah, account.held_rupiah
+
+
+async def _until_async(
+    read: Callable[[], Awaitable[Decimal]], value: Decimal, timeout: float = 10
+) -> None:
+    """Read until `read` gives `value` or `timeout` seconds passed (state another task writes)."""
+    async with asyncio.timeout(timeout):
+        while await read() != value:
+            await asyncio.sleep(0.01)
 
 
 async def ledger_total(hosted: HostedHarness, run_ids: list[str]) -> Decimal:
@@ -301,11 +311,48 @@ async def test_cancelling_a_resumed_run_before_a_worker_takes_it_gives_its_hold_
     run = await hosted.new_run(model_id=OPENAI_MODEL)
     await hosted.work()
     await hosted.answer(await hosted.get_run(run["id"]))
-    assert (await account_state(hosted, "tester"))[1] > 0
+    held_for_the_call = (await account_state(hosted, "tester"))[1]
+    assert held_for_the_call > 0
     cancelled = await hosted.client.post(f"/v1/runs/{run['id']}/cancel")
     assert cancelled.json()["status"] == "cancelled"
+    # The run was handed to the worker that paused it, in the outputs' write: the hold is that
+    # worker's to give back (it could be calling the model already), which it does when it
+    # finds the run ended.
+    assert (await account_state(hosted, "tester"))[1] == held_for_the_call
+    await hosted.work()
     balance, held = await account_state(hosted, "tester")
     assert held == 0 and balance == 1_000_000 - Decimal(str(cancelled.json()["cost_rupiah"]))
+    assert len(fake_openai.requests()) == 1
+
+
+async def test_a_resumed_run_another_worker_took_keeps_its_hold_until_that_worker_ends(
+    hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+) -> None:
+    hosted = hosted_openai
+    fake_openai.script([WEATHER_CALL, {"content": "late", "delay": 60}])
+    run = await hosted.new_run(model_id=OPENAI_MODEL)
+    await hosted.work()
+    await hosted.answer(await hosted.get_run(run["id"]))
+    # The hand-off lapses before the worker it was handed to takes the run up; another takes
+    # it, holding the pre-hold for its call, and the run is cancelled during that call.
+    hosted.clock.advance(hosted.context.machine.limits.handoff_seconds + 1)
+    other = hosted.worker("other-worker")
+    assert await other.fill_slots() == 1
+    await _until(lambda: len(fake_openai.requests()) == 2)
+    held_for_the_call = (await account_state(hosted, "tester"))[1]
+    assert held_for_the_call > 0
+    cancelled = await hosted.client.post(f"/v1/runs/{run['id']}/cancel")
+    assert cancelled.json()["status"] == "cancelled"
+    # The worker it was handed to leaves the hold to the one calling the model.
+    assert hosted.default_worker is not None
+    assert await hosted.default_worker.fill_slots(claim=False) == 0
+    assert (await account_state(hosted, "tester"))[1] == held_for_the_call
+    # Stopped, that worker gives its holds back (a write that may end after `stop`).
+    await other.stop()
+    account_id = hosted.account_id
+    await _until_async(lambda: held_total(hosted.context.engine, account_id), Decimal(0))
+    spent = await ledger_total(hosted, [run["id"]])
+    assert await account_state(hosted, "tester") == (1_000_000 - spent, Decimal(0))
 
 
 async def test_a_run_whose_first_hold_does_not_fit_is_created_without_one(

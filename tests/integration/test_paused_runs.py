@@ -20,10 +20,14 @@ def weather_call(call_id: str) -> dict[str, Any]:
 
 
 def run_reads() -> AbstractContextManager[list[str]]:
-    """The statements that read the `runs` table meanwhile."""
+    """The statements that read the `runs` table meanwhile, but for a worker's take-up of a
+    run handed to it (`store.runs.handed_run`, which reads the account's tier with the run):
+    the reads counted are those that answer clients."""
     return statements_sent(
         lambda statement: (
-            statement.lstrip().upper().startswith("SELECT") and "FROM runs" in statement
+            statement.lstrip().upper().startswith("SELECT")
+            and "FROM runs" in statement
+            and "AS account_tier" not in statement
         )
     )
 

@@ -7,6 +7,7 @@ import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -17,6 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from juru.context import run_events
 from juru.core.errors import InvalidRequestError
 from juru.core.states import RunStatus
+from juru.engine import worker as worker_module
 from juru.engine.execution import (
     INPUT_WRITE_CHUNK,
     PRUNE_EVERY_STEPS,
@@ -222,9 +224,11 @@ class TestTheHappyPath:
         assert reads == [key]  # resumed in the process that paused it: from memory
         paused = await hosted_openai.get_run(run["id"])
         assert json.loads(paused["pending_tool_calls"][0]["arguments"]) == {"city": "Bandung"}
-        # Another claim between the pause and the resume (a worker that let the run go): the
-        # run may have gone on elsewhere, so the resume reads the database.
+        # Another claim between the pause and the resume (the hand-off's lease lapsed, and a
+        # worker took the run and let it go): the run may have gone on elsewhere, so the
+        # resume reads the database.
         assert (await hosted_openai.answer(paused, '{"temp_c": 24}')).status_code == 200
+        hosted_openai.clock.advance(hosted_openai.context.machine.limits.handoff_seconds + 1)
         [taken] = await hosted_openai.context.machine.claim("another-worker")
         await hosted_openai.context.machine.release_lease(taken, "another-worker")
         await hosted_openai.work()
@@ -256,18 +260,26 @@ class TestTheHappyPath:
                 while await elsewhere.fill_slots():
                     await elsewhere.drain()
 
+            def lapse_handoff() -> None:
+                """The resumed run's hand-off to the worker that paused it lapses."""
+                hosted_openai.clock.advance(
+                    hosted_openai.context.machine.limits.handoff_seconds + 1
+                )
+
             fake_openai.script(
                 [WEATHER_CALL, {"content": "first"}, WEATHER_CALL, {"content": "second"}]
             )
             first = await hosted_openai.new_run(model_id=OPENAI_MODEL)
             await hosted_openai.work()  # pauses here: this process keeps its checkpoint
             await hosted_openai.answer(await hosted_openai.get_run(first["id"]), '{"temp_c": 1}')
+            lapse_handoff()
             await work_elsewhere()  # resumed and ended elsewhere: what is kept here is old
             assert (await hosted_openai.get_run(first["id"]))["output"] == "first"
             started = await hosted_openai.start_run(first["thread_id"], "And tomorrow?")
             second = started.json()
             await work_elsewhere()  # the second run pauses elsewhere, as the first did here
             await hosted_openai.answer(await hosted_openai.get_run(second["id"]), '{"temp_c": 2}')
+            lapse_handoff()
             await hosted_openai.work()  # and resumes here, at the same pause and claim counts
             done = await hosted_openai.get_run(second["id"])
             assert done["status"] == "succeeded" and done["output"] == "second"
@@ -523,8 +535,11 @@ class TestRaces:
             paused = await hosted.get_run(run["id"])
             assert (await hosted.answer(paused)).status_code == 200
             levels.clear()
+            # The hand-off to the worker that paused it lapses; another worker claims it.
+            hosted.clock.advance(hosted.context.machine.limits.handoff_seconds + 1)
             [resumed] = await hosted.context.machine.claim("another-worker")
-            assert levels == [1] and resumed.attempts == 2  # NORMAL, and claimed once more
+            # NORMAL, and counted once more (once by the hand-off, once by this claim).
+            assert levels == [1] and resumed.attempts == 3
             log = await events_after(hosted.context.engine, run["id"], 0)
             running = [item for item in log if item.data.get("status") == "running"]
             assert len(running) == 2  # its start and its resume, once each
@@ -574,25 +589,31 @@ class TestRaces:
         assert record is not None and record.attempts == 2
         assert await machine.succeed(claimed, "worker-that-dies", "late", 1) is None
 
-    async def test_tool_outputs_wake_the_worker_that_paused_the_run_alone(
+    async def test_tool_outputs_hand_the_run_to_the_worker_that_paused_it(
         self, hosted: HostedHarness
     ) -> None:
         run = await hosted.new_run()
         worker = hosted.worker("pausing-worker")
+        idle = hosted.worker("idle-worker")
         await worker.fill_slots()
         await worker.drain()
         paused = await hosted.get_run(run["id"])
         assert paused["status"] == "requires_action"
         record = await run_store.get_run(hosted.context.engine, run["id"])
         assert record is not None and record.last_worker == "pausing-worker"
-        asked: list[str] = []
-        events = hosted.context.machine.events
-        with (
-            events.serve_work("pausing-worker", lambda: asked.append("pausing-worker") is None),
-            events.serve_work("idle-worker", lambda: asked.append("idle-worker") is None),
-        ):
-            assert (await hosted.answer(paused)).status_code == 200
-        assert asked == ["pausing-worker"]
+        assert (await hosted.answer(paused)).status_code == 200
+        # Leased to it in the outputs' own write, for the hand-off's short lease, and counted
+        # as an attempt as a claim would count it.
+        resumed = await run_store.get_run(hosted.context.engine, run["id"])
+        assert resumed is not None and resumed.lease_owner == "pausing-worker"
+        assert resumed.attempts == record.attempts + 1
+        handoff = timedelta(seconds=hosted.context.machine.limits.handoff_seconds)
+        assert resumed.lease_expires_at == hosted.clock.now() + handoff
+        # No other worker can claim it meanwhile; the one it was handed to takes it up.
+        assert await idle.fill_slots() == 0
+        assert await worker.fill_slots(claim=False) == 1
+        await worker.drain()
+        assert (await hosted.get_run(run["id"]))["status"] == "succeeded"
 
 
 class TestCancel:
@@ -845,8 +866,9 @@ class TestResilience:
         run = await hosted_openai.new_run(model_id=OPENAI_MODEL)
         await hosted_openai.work()
         await hosted_openai.answer(await hosted_openai.get_run(run["id"]))
-        worker = hosted_openai.worker()
-        assert await worker.fill_slots() == 1
+        worker = hosted_openai.default_worker
+        assert worker is not None
+        assert await worker.fill_slots() == 1  # handed back to it by the outputs' write
         await _until(lambda: len(fake_openai.requests()) == 2)
         hosted_openai.clock.advance(hosted_openai.context.machine.limits.lease_seconds + 1)
         assert await worker.fill_slots() == 0  # taken back, not started again
@@ -855,6 +877,72 @@ class TestResilience:
                 select(runs.c.attempts).where(runs.c.id == run["id"])
             )
         assert attempts == 3 and len(worker._running) == 1
+        await worker.stop()
+
+
+class TestHandOff:
+    """A resumed run is leased to the worker that paused it in the tool outputs' own write
+    (`RunMachine.submit_tool_outputs`), for a short lease that the worker renews once it has
+    taken the run up, and that lapses to any worker's claim otherwise."""
+
+    async def test_a_run_handed_to_a_worker_that_never_takes_it_up_goes_to_another(
+        self, hosted: HostedHarness
+    ) -> None:
+        run = await hosted.new_run()
+        await hosted.work()
+        assert (await hosted.answer(await hosted.get_run(run["id"]))).status_code == 200
+        other = hosted.worker("other-worker")
+        assert await other.fill_slots() == 0  # leased to the worker that paused it
+        hosted.clock.advance(hosted.context.machine.limits.handoff_seconds + 1)
+        assert await other.fill_slots() == 1
+        await other.drain()
+        assert (await hosted.get_run(run["id"]))["status"] == "succeeded"
+        # The worker it was handed to finds it gone from its lease: it starts nothing.
+        assert hosted.default_worker is not None
+        assert await hosted.default_worker.fill_slots(claim=False) == 0
+
+    async def test_a_serving_worker_takes_a_handed_run_up_without_a_claim(
+        self, hosted: HostedHarness, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        monkeypatch.setattr(worker_module, "IDLE_POLL_SECONDS", 3600.0)  # no poll meanwhile
+        worker = Worker(hosted.context.run_context(), concurrency=8, name="serving-worker")
+        hosted.workers.append(worker)
+        serving = asyncio.create_task(worker.run_forever())
+        try:
+            run = await hosted.new_run()  # announced to every worker: claimed
+            paused = (await hosted.client.get(f"/v1/runs/{run['id']}?wait=10")).json()
+            assert paused["status"] == "requires_action"
+            with statements_sent(lambda statement: "runs.attempts +" in statement) as claims:
+                assert (await hosted.answer(paused)).status_code == 200
+                done = (await hosted.client.get(f"/v1/runs/{run['id']}?wait=10")).json()
+            assert done["status"] == "succeeded"
+            assert claims == []
+        finally:
+            serving.cancel()
+            await asyncio.gather(serving, return_exceptions=True)
+
+    async def test_a_handed_run_renews_its_short_lease_before_it_lapses(
+        self, hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+    ) -> None:
+        fake_openai.script([WEATHER_CALL, {"content": "late", "delay": 60}])
+        machine = hosted_openai.context.machine
+        machine.limits = replace(machine.limits, handoff_seconds=0.2)
+        engine, clock = hosted_openai.context.engine, hosted_openai.clock
+        run = await hosted_openai.new_run(model_id=OPENAI_MODEL)
+        await hosted_openai.work()
+        await hosted_openai.answer(await hosted_openai.get_run(run["id"]))
+        handed = await run_store.get_run(engine, run["id"])
+        assert handed is not None
+        assert handed.lease_expires_at == clock.now() + timedelta(seconds=0.2)
+        worker = hosted_openai.default_worker
+        assert worker is not None and await worker.fill_slots(claim=False) == 1
+        # Renewed during the model call, long before the usual third of a lease.
+        renewed = clock.now() + timedelta(seconds=machine.limits.lease_seconds)
+        async with asyncio.timeout(machine.limits.lease_seconds / 6):
+            while (found := await run_store.get_run(engine, run["id"])) is None or (
+                found.lease_expires_at != renewed
+            ):
+                await asyncio.sleep(0.01)
         await worker.stop()
 
 

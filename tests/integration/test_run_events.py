@@ -22,12 +22,13 @@ from juru.engine import events as events_module
 from juru.engine.events import (
     CHANNEL,
     MAX_NOTICE_BYTES,
+    WORK,
     LocalRunEvents,
     PostgresRunEvents,
     RunEvents,
     changed_to,
+    handed_to,
     log_grew,
-    work_for,
 )
 from juru.engine.socket_events import SocketRunEvents, events_directory
 from juru.store.database import open_database
@@ -127,25 +128,47 @@ async def work_heard_after(backend: tuple[str, str], pair: Pair, payload: str) -
     return await worker.wait_for_work(0)
 
 
-async def test_work_for_a_worker_wakes_its_process_only(
+async def test_work_for_any_worker_wakes_every_process(
+    pair: Pair, backend: tuple[str, str]
+) -> None:
+    assert await work_heard_after(backend, pair, WORK)
+
+
+async def handed_after(
+    backend: tuple[str, str], pair: Pair, payload: str, taken: list[str]
+) -> list[str]:
+    """`taken` (what the worker's process gives the runs handed to it) once `payload` reached
+    that process (a marker sent after it in the same commit arrives after it)."""
+    api, worker = pair
+    async with worker.watch("run_marker") as marker:
+        await commit_with(backend, api, payload, "run_marker")
+        await asyncio.wait_for(marker.wait(), WAKE_SECONDS)
+    return taken
+
+
+async def test_a_run_handed_to_a_worker_reaches_that_worker_only(
     pair: Pair, backend: tuple[str, str]
 ) -> None:
     _, worker = pair
-    assert await work_heard_after(backend, pair, work_for(None))  # any worker: every one
-    assert not await work_heard_after(backend, pair, work_for("elsewhere/1"))
-    with worker.serve_work("here/1", lambda: True):
-        assert await work_heard_after(backend, pair, work_for("here/1"))
-    assert not await work_heard_after(backend, pair, work_for("here/1"))  # it stopped
+    taken: list[str] = []
+    await worker.wait_for_work(0)  # forget any earlier announcement
+    with worker.serve_work("here/1", lambda: True, taken.append):
+        assert await handed_after(backend, pair, handed_to("elsewhere/1", "run_a"), taken) == []
+        assert await handed_after(backend, pair, handed_to("here/1", "run_b"), taken) == ["run_b"]
+        # A run handed to it needs no claim: no worker of the process is asked to look.
+        assert not await worker.wait_for_work(0)
+    assert await handed_after(backend, pair, handed_to("here/1", "run_c"), taken) == ["run_b"]
 
 
-async def test_work_for_a_full_worker_is_announced_to_every_worker(
+async def test_a_run_handed_to_a_full_worker_is_left_to_its_lease(
     pair: Pair, backend: tuple[str, str]
 ) -> None:
-    api, worker = pair
-    await api.wait_for_work(0)
-    with worker.serve_work("full/1", lambda: False):
-        await commit_with(backend, api, work_for("full/1"))
-        assert await asyncio.wait_for(api.wait_for_work(60), WAKE_SECONDS)
+    _, worker = pair
+    taken: list[str] = []
+    await worker.wait_for_work(0)  # forget any earlier announcement
+    with worker.serve_work("full/1", lambda: False, taken.append):
+        assert await handed_after(backend, pair, handed_to("full/1", "run_a"), taken) == []
+        assert not await worker.wait_for_work(0)
 
 
 async def test_a_closed_watch_is_not_woken(pair: Pair) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -102,6 +103,8 @@ class HostedHarness:
     client: AsyncClient
     clock: ManualClock
     workers: list[Worker] = field(default_factory=list)
+    default_worker: Worker | None = None
+    serving: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
     account_id: str = ""
     headers: dict[str, str] = field(default_factory=dict)
 
@@ -111,13 +114,17 @@ class HostedHarness:
         return context
 
     def worker(self, name: str = "test-worker") -> Worker:
+        """A worker that the runs it pauses are handed back to when they resume (as a
+        serving worker's are); it works only when a test calls `fill_slots`."""
         worker = Worker(self.context.run_context(), concurrency=8, name=name)
+        self.serving.enter_context(worker.serving())
         self.workers.append(worker)
         return worker
 
     async def stop_workers(self) -> None:
         for worker in self.workers:
             await worker.stop()
+        self.serving.close()
 
     async def reap(self) -> int:
         """One reaper sweep at the clock's current time; how many runs it ended."""
@@ -145,10 +152,12 @@ class HostedHarness:
         self.client.headers.update(headers or self.headers)
 
     async def work(self) -> None:
-        """Execute every run that needs a worker, until none is left."""
-        worker = self.worker()
-        while await worker.fill_slots():
-            await worker.drain()
+        """Execute every run that needs a worker, until none is left (with the same worker
+        each time: the runs it paused come back to it when they resume)."""
+        if self.default_worker is None:
+            self.default_worker = self.worker()
+        while await self.default_worker.fill_slots():
+            await self.default_worker.drain()
 
     async def create_agent(self, **overrides: Any) -> dict[str, Any]:
         body = {"name": "Weather", "model_id": "juru/demo", "tools": [WEATHER_TOOL], **overrides}

@@ -11,9 +11,9 @@ the events appended, a list), `~<run id> <json>` (an ephemeral text delta,
 for streams only), `=<run id>` (only its lease changed: no event for its followers), `?<run
 id>` (a stream follows the run: its model calls should stream their text), HELLO (a process
 just started: tell it which runs you follow), WORK (a run needs a worker: every idle one
-looks) or `*work <worker>` (a run needs a worker, and the named one should take it: it ran the
-run last; the others do not look, and the named one, when it has no room, passes the work on
-to all).
+looks) or `*work <worker> <run id>` (the run was leased to the named worker, which ran it last,
+by the write that resumed it: that worker takes it up without a claim, the others do not look,
+and when it has no room the short lease lapses to any worker's claim).
 """
 
 from __future__ import annotations
@@ -60,9 +60,10 @@ MAX_PENDING_ARRIVALS = 1000
 MAX_NOTICE_BYTES = 3800
 
 
-def work_for(worker: str | None) -> str:
-    """The payload saying that a run needs a worker, `worker` first (any, without one)."""
-    return WORK if worker is None else f"{WORK} {worker}"
+def handed_to(worker: str, run_id: str) -> str:
+    """The payload saying that `run_id` was leased to `worker` by the write that resumed it:
+    the worker takes it up without a claim of its own (see `Worker`)."""
+    return f"{WORK} {worker} {run_id}"
 
 
 def log_grew(run_id: str, events: Sequence[RunEventRecord] | None = None) -> str:
@@ -228,10 +229,11 @@ class RunEvents(Protocol):
         """A run needs a worker."""
 
     def serve_work(
-        self, worker: str, has_room: Callable[[], bool]
+        self, worker: str, has_room: Callable[[], bool], take: Callable[[str], None]
     ) -> contextlib.AbstractContextManager[None]:
-        """While open, the work addressed to `worker` (`work_for`) wakes this process's worker
-        when `has_room()`; without room, it is announced to every worker instead."""
+        """While open, a run handed to `worker` (`handed_to`) is given to `take` when
+        `has_room()`; without room, it is left for its short lease to lapse and any worker's
+        claim to take it."""
 
     def notices(self, *payloads: str) -> list[tuple[str, str]]:
         """What a write should send in its own transaction for the other processes to hear of
@@ -277,8 +279,9 @@ class LocalRunEvents:
         self._announced: dict[str, float] = {}
         self._background: set[asyncio.Task[None]] = set()
         self._work = asyncio.Event()
-        # This process's workers, by name: whether each has room for another run.
-        self._workers: dict[str, Callable[[], bool]] = {}
+        # This process's workers, by name: whether each has room for another run, and what
+        # takes the runs handed to it.
+        self._workers: dict[str, tuple[Callable[[], bool], Callable[[str], None]]] = {}
 
     async def start(self) -> None:
         return None
@@ -318,17 +321,17 @@ class LocalRunEvents:
         for follower in followers:
             follower.log_grew(events)
 
-    def _deliver_work(self, worker: str) -> None:
-        if not worker:
+    def _deliver_work(self, addressed: str) -> None:
+        if not addressed:
             self._work.set()
             return
-        has_room = self._workers.get(worker)
-        if has_room is None:
+        worker, _, run_id = addressed.partition(" ")
+        served = self._workers.get(worker)
+        if served is None:
             return  # another process's worker
+        has_room, take = served
         if has_room():
-            self._work.set()
-        else:
-            self._in_background(self.announce_work())
+            take(run_id)
 
     def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
@@ -430,12 +433,16 @@ class LocalRunEvents:
         await self._publish(WORK)
 
     @contextlib.contextmanager
-    def serve_work(self, worker: str, has_room: Callable[[], bool]) -> Iterator[None]:
-        self._workers[worker] = has_room
+    def serve_work(
+        self, worker: str, has_room: Callable[[], bool], take: Callable[[str], None]
+    ) -> Iterator[None]:
+        served = self._workers[worker] = (has_room, take)
         try:
             yield
         finally:
-            del self._workers[worker]
+            # Unless a later worker of the same name took the name over meanwhile.
+            if self._workers.get(worker) is served:
+                del self._workers[worker]
 
     def notices(self, *payloads: str) -> list[tuple[str, str]]:
         return []

@@ -220,12 +220,19 @@ class RunExecution:
         )
 
     async def _guard_lease(self, main: asyncio.Task[Any], done: asyncio.Event) -> None:
-        """Renew the lease; the moment the run is no longer ours, cancel the execution."""
+        """Renew the lease; the moment the run is no longer ours, cancel the execution. The
+        first renewal comes at half the lease the run came with when that is sooner than the
+        usual third of a lease (a run handed over with a short one: `handoff_seconds`)."""
         interval = self.machine.limits.lease_seconds / 3
+        wait = interval
+        if self.run.lease_expires_at is not None:
+            left = (self.run.lease_expires_at - self.machine.clock.now()).total_seconds()
+            wait = min(interval, max(left, 0.0) / 2)
         async with self.machine.events.watch(self.run.id, leases=True) as changed:
             while not done.is_set():
                 waits = [asyncio.ensure_future(changed.wait()), asyncio.ensure_future(done.wait())]
-                await asyncio.wait(waits, timeout=interval, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(waits, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
+                wait = interval
                 for waiting in waits:
                     waiting.cancel()
                 changed.clear()

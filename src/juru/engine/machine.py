@@ -14,9 +14,9 @@ from juru.engine.events import (
     WORK,
     RunEvents,
     changed_to,
+    handed_to,
     lease_moved,
     log_grew,
-    work_for,
 )
 from juru.store import run_tree
 from juru.store import runs as run_store
@@ -38,6 +38,10 @@ class RunLimits:
     wall_clock_seconds: float = 600.0
     waiting_seconds: float = 3600.0
     lease_seconds: float = 30.0
+    # The lease a resumed run is handed to the worker that paused it with: short, so that a
+    # worker gone since (or too busy to take it up) holds it no longer than this. The worker
+    # renews it before it lapses (`RunExecution._guard_lease`).
+    handoff_seconds: float = 5.0
     # How long a finished run's event log is kept.
     events_days: float = 30.0
 
@@ -82,8 +86,8 @@ class RunMachine:
         release_unclaimed_hold: bool = False,
         work: str | None = None,
     ) -> RunRecord | None:
-        # The move's own transaction tells the other processes (and, with `work`, a
-        # `work_for` payload, the workers it names), carrying the status event it appended
+        # The move's own transaction tells the other processes (and, with `work`, the workers:
+        # any of them, or the one a run was handed to), carrying the status event it appended
         # for the run's streams; this process hears of it once it committed.
         payloads = [run_id, work] if work is not None else [run_id]
         ended_below: list[str] = []
@@ -197,12 +201,13 @@ class RunMachine:
     async def submit_tool_outputs(
         self, run: RunRecord, outputs: dict[str, str], hold: Hold | None = None
     ) -> RunRecord | None:
-        """requires_action → running with the caller's outputs, for a worker to pick up (the one
-        that paused it is woken first); with `hold` (the next call's pre-hold) taken in the
-        same write when it fits."""
+        """requires_action → running with the caller's outputs, leased in the same write to the
+        worker that paused it (told by the write's notice, it takes the run up without a claim
+        of its own: `handed_run`) for `handoff_seconds`, after which any worker may claim it;
+        with `hold` (the next call's pre-hold) taken in the same write when it fits."""
         now = self.clock.now()
         remaining = self.limits.wall_clock_seconds - run.active_seconds
-        values = {
+        values: dict[str, Any] = {
             "tool_outputs": outputs,
             "pending_tool_calls": None,
             "active_since": now,
@@ -211,6 +216,16 @@ class RunMachine:
             "lease_owner": None,
             "lease_expires_at": None,
         }
+        work = WORK
+        if run.last_worker is not None:
+            # Counted as a claim would count it (no claim comes between a pause and its
+            # resume: the pause count guards the write).
+            values.update(
+                lease_owner=run.last_worker,
+                lease_expires_at=now + timedelta(seconds=self.limits.handoff_seconds),
+                attempts=run.attempts + 1,
+            )
+            work = handed_to(run.last_worker, run.id)
         return await self._move(
             run.id,
             {RunStatus.REQUIRES_ACTION},
@@ -218,8 +233,12 @@ class RunMachine:
             values,
             RunGuard(pause_count=run.pause_count),
             hold=hold,
-            work=work_for(run.last_worker),
+            work=work,
         )
+
+    async def handed_run(self, run_id: str) -> RunRecord | None:
+        """The run handed to a worker (`submit_tool_outputs`), as it stands now."""
+        return await run_store.handed_run(self.engine, run_id)
 
     async def submit_through_children(
         self, run: RunRecord, outputs: dict[str, str]

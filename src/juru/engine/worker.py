@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 import socket
+import time
 import uuid
 from datetime import datetime, timedelta
 
@@ -15,6 +16,7 @@ from juru.engine.execution import RunContext, RunExecution
 from juru.engine.machine import RunMachine
 from juru.store.leases import release_leases_of
 from juru.store.outage import OUTAGE_ERRORS, is_outage
+from juru.store.records import RunRecord
 from juru.store.run_log import prune_events
 from juru.store.runs import overdue_runs
 
@@ -54,55 +56,112 @@ class Worker:
         self._running: set[asyncio.Task[None]] = set()
         # The runs this worker is executing, by id: the latest execution of each, and its task.
         self._executing: dict[str, tuple[RunExecution, asyncio.Task[None]]] = {}
+        # Runs handed to this worker by the writes that resumed them, not yet taken up, and
+        # what wakes the worker for them.
+        self._handed: list[str] = []
+        self._handed_wake = asyncio.Event()
+        # When this worker last claimed (its poll claims again `IDLE_POLL_SECONDS` after).
+        self._claimed_at = 0.0
 
     def has_room(self) -> bool:
         """Whether the worker could start another run now."""
         return len(self._running) < self.concurrency
 
+    def serving(self) -> contextlib.AbstractContextManager[None]:
+        """While open, the runs handed to this worker's name (`handed_to`) reach it: the next
+        `fill_slots` takes them up."""
+        return self.machine.events.serve_work(self.name, self.has_room, self._hand)
+
     async def run_forever(self) -> None:
         try:
-            with self.machine.events.serve_work(self.name, self.has_room):
+            with self.serving():
                 await self._serve()
         finally:
             await self._stop_runs()
 
+    def _hand(self, run_id: str) -> None:
+        self._handed.append(run_id)
+        self._handed_wake.set()
+
     async def _serve(self) -> None:
+        claim = True
         while True:
             try:
-                await self.fill_slots()
+                await self.fill_slots(claim)
             except Exception as error:
                 # The database may be restarting: keep the worker alive and try again.
                 if not is_outage(error):
                     logger.exception("worker %s could not claim runs", self.name)
                 else:
                     logger.warning("worker %s: the database is not answering", self.name)
-            await self.machine.events.wait_for_work(IDLE_POLL_SECONDS)
+            claim = await self._wait_for_work()
 
-    async def fill_slots(self) -> int:
-        """Claim runs while there are free slots; return how many were started."""
+    async def _wait_for_work(self) -> bool:
+        """Wait for work: True when a claim should follow (work announced for any worker, or
+        the poll's time come, `IDLE_POLL_SECONDS` after the last claim: a wake-up may have been
+        lost, a lease may have lapsed), False when only runs handed to this worker came (they
+        need no claim). A worker kept busy by handed runs still polls on time."""
+        poll_in = max(self._claimed_at + IDLE_POLL_SECONDS - time.monotonic(), 0.0)
+        announced = asyncio.ensure_future(self.machine.events.wait_for_work(poll_in))
+        handed = asyncio.ensure_future(self._handed_wake.wait())
+        await asyncio.wait({announced, handed}, return_when=asyncio.FIRST_COMPLETED)
+        handed.cancel()
+        self._handed_wake.clear()
+        if announced.done():
+            return True
+        announced.cancel()
+        return False
+
+    async def fill_slots(self, claim: bool = True) -> int:
+        """Take up the runs handed to this worker, then (with `claim`) claim runs while there
+        are free slots; return how many were started."""
         started = 0
-        while (free := self.concurrency - len(self._running)) > 0:
+        if claim:
+            # The poll's clock starts here, whether the claim is made (a full worker makes
+            # none) or fails: no busy loop.
+            self._claimed_at = time.monotonic()
+        while self._handed and self.has_room():
+            started += await self._take_up(self._handed.pop(0))
+        while claim and (free := self.concurrency - len(self._running)) > 0:
             claimed = await self.machine.claim(self.name, free)
-            for run in claimed:
-                current = self._executing.get(run.id)
-                if current is not None and current[0].run.pause_count == run.pause_count:
-                    # Its lease lapsed while this worker executed it (the database was down):
-                    # the claim renewed the lease of the execution that is still going on. A
-                    # second execution under the same name would pass every lease check too.
-                    logger.info("worker %s took back its own run %s; it goes on", self.name, run.id)
-                    continue
-                # With `current`, the run paused in that execution and was resumed before the
-                # execution had ended: the new one starts when the old one has.
-                logger.info("worker %s took run %s (attempt %d)", self.name, run.id, run.attempts)
-                execution = RunExecution(self.context, run, self.name)
-                previous = None if current is None else current[1]
-                task = asyncio.create_task(self._execute(execution, previous), name=f"run {run.id}")
-                self._running.add(task)
-                self._executing[run.id] = (execution, task)
-                started += 1
+            started += sum(self._start(run) for run in claimed)
             if len(claimed) < free:
                 break
         return started
+
+    async def _take_up(self, run_id: str) -> bool:
+        """Start a run handed to this worker (its lease set by the write that resumed it) if it
+        is still running under that lease. A run that ended before it was taken up gives back
+        the pre-hold it was resumed with (`transition_run` leaves it to the lease holder),
+        unless another worker claimed it since, or an execution of this worker has it."""
+        run = await self.machine.handed_run(run_id)
+        if run is None:
+            return False
+        if run.status == RunStatus.RUNNING and run.lease_owner == self.name:
+            return self._start(run)
+        ended = RunStatus(run.status).is_terminal
+        if ended and run.hold_id and run.last_worker == self.name and run_id not in self._executing:
+            await self.context.meter.release(run.account_id, [run.hold_id])
+        return False
+
+    def _start(self, run: RunRecord) -> bool:
+        """Execute a run this worker now holds the lease of; False when it already does."""
+        current = self._executing.get(run.id)
+        if current is not None and current[0].run.pause_count == run.pause_count:
+            # Its lease lapsed while this worker executed it (the database was down): the
+            # claim renewed the lease of the execution that is still going on. A second
+            # execution under the same name would pass every lease check too.
+            logger.info("worker %s took back its own run %s; it goes on", self.name, run.id)
+            return False
+        # With `current`, the run paused in that execution and was resumed before the
+        # execution had ended: the new one starts when the old one has.
+        logger.info("worker %s took run %s (attempt %d)", self.name, run.id, run.attempts)
+        execution = RunExecution(self.context, run, self.name)
+        previous = None if current is None else current[1]
+        task = asyncio.create_task(self._execute(execution, previous), name=f"run {run.id}")
+        self._running.add(task)
+        self._executing[run.id] = (execution, task)
+        return True
 
     async def _execute(
         self, execution: RunExecution, previous: asyncio.Task[None] | None = None

@@ -276,7 +276,7 @@ async def transition_run(
     status any more. An edge the state machine does not have raises IllegalTransitionError
     before any write. In the same transaction: `hold`, when given and when it fits, is taken
     for the run's next model call (its pre-hold); `release_unclaimed_hold` gives back a
-    pre-hold that no worker has claimed (a worker's own holds are its to settle); `notices`
+    pre-hold that no worker has leased (a worker's own holds are its to settle); `notices`
     go out when the move commits. A run that ends cancels the runs it started, and takes
     its calls (and theirs) off the ancestors showing them (the ids of the runs changed so are
     added to `ended_below`; an ancestor left with no calls gets `wall_clock_seconds`).
@@ -298,7 +298,10 @@ async def transition_run(
                 .where(runs.c.id == run_id, runs.c.lease_owner.is_(None))
                 .with_for_update()
             ).first()
-            values.update(hold_id=None, hold_rupiah=None)
+            if unclaimed is not None:
+                # A leased run keeps naming its pre-hold: the worker holding the lease gives it
+                # back, even one that has not taken the run up yet (`handed_run`).
+                values.update(hold_id=None, hold_rupiah=None)
         if hold is not None:
             values.update(hold_id=hold.id, hold_rupiah=hold.amount)
         statement = _transition_update(source_values, guard.names(), tuple(values))
@@ -462,6 +465,17 @@ async def claim_runs(
 
 def _moves_only_leases(claimed: list[RunRecord]) -> bool:
     return all(run.attempts > 1 for run in claimed)
+
+
+_HANDED = select(runs, _AGENT_REVISION, _ACCOUNT_TIER).where(runs.c.id == bindparam("run_id"))
+
+
+async def handed_run(engine: Database, run_id: str) -> RunRecord | None:
+    """The run as a worker it was handed to (`RunMachine.submit_tool_outputs`) takes it up:
+    with what a claim returns besides its row (the agent's revision, the account's tier); a
+    read, the lease being the worker's since the write that resumed the run."""
+    row = await engine.first_row(_HANDED, {"run_id": run_id})
+    return None if row is None else RunRecord.from_row(row)
 
 
 async def renew_lease(
