@@ -921,6 +921,31 @@ class TestHandOff:
             serving.cancel()
             await asyncio.gather(serving, return_exceptions=True)
 
+    async def test_a_worker_kept_busy_by_handed_runs_still_polls_on_time(
+        self, hosted: HostedHarness
+    ) -> None:
+        # A handed run alone needs no claim; but once the poll's time has come since the last
+        # claim (a lease may have lapsed, a wake-up may have been lost), the wake-up claims too,
+        # however often handed runs keep waking the worker.
+        worker = hosted.worker("busy-worker")
+        await hosted.context.machine.events.wait_for_work(0)  # a new listener's first wake-up
+        await worker.fill_slots()  # claims (nothing): the poll's clock starts
+        worker._hand("run_handed")
+        assert await worker._wait_for_work() is False
+        worker._claimed_at -= worker_module.IDLE_POLL_SECONDS  # as if that long ago
+        worker._hand("run_handed_later")
+        assert await worker._wait_for_work() is True
+
+    async def test_a_lease_shorter_than_the_handoff_bounds_it(self, hosted: HostedHarness) -> None:
+        machine = hosted.context.machine
+        machine.limits = replace(machine.limits, lease_seconds=2.0)
+        run = await hosted.new_run()
+        await hosted.work()
+        assert (await hosted.answer(await hosted.get_run(run["id"]))).status_code == 200
+        handed = await run_store.get_run(hosted.context.engine, run["id"])
+        assert handed is not None
+        assert handed.lease_expires_at == hosted.clock.now() + timedelta(seconds=2)
+
     async def test_a_handed_run_renews_its_short_lease_before_it_lapses(
         self, hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
     ) -> None:

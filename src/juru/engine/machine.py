@@ -42,6 +42,11 @@ class RunLimits:
     # worker gone since (or too busy to take it up) holds it no longer than this. The worker
     # renews it before it lapses (`RunExecution._guard_lease`).
     handoff_seconds: float = 5.0
+
+    def handoff(self) -> float:
+        """The hand-off's lease: `handoff_seconds`, or the whole lease when that is shorter."""
+        return min(self.handoff_seconds, self.lease_seconds)
+
     # How long a finished run's event log is kept.
     events_days: float = 30.0
 
@@ -222,7 +227,7 @@ class RunMachine:
             # resume: the pause count guards the write).
             values.update(
                 lease_owner=run.last_worker,
-                lease_expires_at=now + timedelta(seconds=self.limits.handoff_seconds),
+                lease_expires_at=now + timedelta(seconds=self.limits.handoff()),
                 attempts=run.attempts + 1,
             )
             work = handed_to(run.last_worker, run.id)

@@ -101,7 +101,11 @@ class Worker:
         the poll's time come, `IDLE_POLL_SECONDS` after the last claim: a wake-up may have been
         lost, a lease may have lapsed), False when only runs handed to this worker came (they
         need no claim). A worker kept busy by handed runs still polls on time."""
-        poll_in = max(self._claimed_at + IDLE_POLL_SECONDS - time.monotonic(), 0.0)
+        poll_in = self._claimed_at + IDLE_POLL_SECONDS - time.monotonic()
+        if poll_in <= 0:
+            await self.machine.events.wait_for_work(0)  # what it announced is claimed now
+            self._handed_wake.clear()  # and the handed runs are taken up first
+            return True
         announced = asyncio.ensure_future(self.machine.events.wait_for_work(poll_in))
         handed = asyncio.ensure_future(self._handed_wake.wait())
         await asyncio.wait({announced, handed}, return_when=asyncio.FIRST_COMPLETED)
