@@ -21,7 +21,7 @@ def weather_call(call_id: str) -> dict[str, Any]:
 
 def run_reads() -> AbstractContextManager[list[str]]:
     """The statements that read the `runs` table meanwhile, but for a worker's take-up of a
-    run handed to it (`store.runs.handed_run`, which reads the account's tier with the run):
+    run handed to it (`store.runs.handed_runs`, which reads the account's tier with the run):
     the reads counted are those that answer clients."""
     return statements_sent(
         lambda statement: (

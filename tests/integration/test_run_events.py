@@ -152,23 +152,12 @@ async def test_a_run_handed_to_a_worker_reaches_that_worker_only(
     _, worker = pair
     taken: list[str] = []
     await worker.wait_for_work(0)  # forget any earlier announcement
-    with worker.serve_work("here/1", lambda: True, taken.append):
+    with worker.serve_work("here/1", taken.append):
         assert await handed_after(backend, pair, handed_to("elsewhere/1", "run_a"), taken) == []
         assert await handed_after(backend, pair, handed_to("here/1", "run_b"), taken) == ["run_b"]
         # A run handed to it needs no claim: no worker of the process is asked to look.
         assert not await worker.wait_for_work(0)
     assert await handed_after(backend, pair, handed_to("here/1", "run_c"), taken) == ["run_b"]
-
-
-async def test_a_run_handed_to_a_full_worker_is_left_to_its_lease(
-    pair: Pair, backend: tuple[str, str]
-) -> None:
-    _, worker = pair
-    taken: list[str] = []
-    await worker.wait_for_work(0)  # forget any earlier announcement
-    with worker.serve_work("full/1", lambda: False, taken.append):
-        assert await handed_after(backend, pair, handed_to("full/1", "run_a"), taken) == []
-        assert not await worker.wait_for_work(0)
 
 
 async def test_a_closed_watch_is_not_woken(pair: Pair) -> None:

@@ -12,8 +12,8 @@ for streams only), `=<run id>` (only its lease changed: no event for its followe
 id>` (a stream follows the run: its model calls should stream their text), HELLO (a process
 just started: tell it which runs you follow), WORK (a run needs a worker: every idle one
 looks) or `*work <worker> <run id>` (the run was leased to the named worker, which ran it last,
-by the write that resumed it: that worker takes it up without a claim, the others do not look,
-and when it has no room the short lease lapses to any worker's claim).
+by the write that resumed it: that worker takes it up without a claim, once it has room, and
+the others do not look; its short lease lapses to any worker's claim meanwhile).
 """
 
 from __future__ import annotations
@@ -229,11 +229,11 @@ class RunEvents(Protocol):
         """A run needs a worker."""
 
     def serve_work(
-        self, worker: str, has_room: Callable[[], bool], take: Callable[[str], None]
+        self, worker: str, take: Callable[[str], None]
     ) -> contextlib.AbstractContextManager[None]:
-        """While open, a run handed to `worker` (`handed_to`) is given to `take` when
-        `has_room()`; without room, it is left for its short lease to lapse and any worker's
-        claim to take it."""
+        """While open, a run handed to `worker` (`handed_to`) is given to `take` (a worker
+        with no room takes it up once it has; its short lease may lapse to another worker's
+        claim meanwhile)."""
 
     def notices(self, *payloads: str) -> list[tuple[str, str]]:
         """What a write should send in its own transaction for the other processes to hear of
@@ -279,9 +279,8 @@ class LocalRunEvents:
         self._announced: dict[str, float] = {}
         self._background: set[asyncio.Task[None]] = set()
         self._work = asyncio.Event()
-        # This process's workers, by name: whether each has room for another run, and what
-        # takes the runs handed to it.
-        self._workers: dict[str, tuple[Callable[[], bool], Callable[[str], None]]] = {}
+        # This process's workers, by name: what takes the runs handed to each.
+        self._workers: dict[str, Callable[[str], None]] = {}
 
     async def start(self) -> None:
         return None
@@ -326,12 +325,10 @@ class LocalRunEvents:
             self._work.set()
             return
         worker, _, run_id = addressed.partition(" ")
-        served = self._workers.get(worker)
-        if served is None:
+        take = self._workers.get(worker)
+        if take is None:
             return  # another process's worker
-        has_room, take = served
-        if has_room():
-            take(run_id)
+        take(run_id)
 
     def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
@@ -433,15 +430,13 @@ class LocalRunEvents:
         await self._publish(WORK)
 
     @contextlib.contextmanager
-    def serve_work(
-        self, worker: str, has_room: Callable[[], bool], take: Callable[[str], None]
-    ) -> Iterator[None]:
-        served = self._workers[worker] = (has_room, take)
+    def serve_work(self, worker: str, take: Callable[[str], None]) -> Iterator[None]:
+        self._workers[worker] = take
         try:
             yield
         finally:
             # Unless a later worker of the same name took the name over meanwhile.
-            if self._workers.get(worker) is served:
+            if self._workers.get(worker) is take:
                 del self._workers[worker]
 
     def notices(self, *payloads: str) -> list[tuple[str, str]]:

@@ -208,7 +208,7 @@ class RunMachine:
     ) -> RunRecord | None:
         """requires_action → running with the caller's outputs, leased in the same write to the
         worker that paused it (told by the write's notice, it takes the run up without a claim
-        of its own: `handed_run`) for `handoff_seconds`, after which any worker may claim it;
+        of its own: `handed_runs`) for `handoff_seconds`, after which any worker may claim it;
         with `hold` (the next call's pre-hold) taken in the same write when it fits."""
         now = self.clock.now()
         remaining = self.limits.wall_clock_seconds - run.active_seconds
@@ -241,9 +241,9 @@ class RunMachine:
             work=work,
         )
 
-    async def handed_run(self, run_id: str) -> RunRecord | None:
-        """The run handed to a worker (`submit_tool_outputs`), as it stands now."""
-        return await run_store.handed_run(self.engine, run_id)
+    async def handed_runs(self, run_ids: Sequence[str]) -> list[RunRecord]:
+        """The runs handed to a worker (`submit_tool_outputs`), as they stand now."""
+        return await run_store.handed_runs(self.engine, run_ids)
 
     async def submit_through_children(
         self, run: RunRecord, outputs: dict[str, str]

@@ -70,7 +70,7 @@ class Worker:
     def serving(self) -> contextlib.AbstractContextManager[None]:
         """While open, the runs handed to this worker's name (`handed_to`) reach it: the next
         `fill_slots` takes them up."""
-        return self.machine.events.serve_work(self.name, self.has_room, self._hand)
+        return self.machine.events.serve_work(self.name, self._hand)
 
     async def run_forever(self) -> None:
         try:
@@ -124,8 +124,8 @@ class Worker:
             # The poll's clock starts here, whether the claim is made (a full worker makes
             # none) or fails: no busy loop.
             self._claimed_at = time.monotonic()
-        while self._handed and self.has_room():
-            started += await self._take_up(self._handed.pop(0))
+        if self._handed and self.has_room():
+            started += await self._take_up()
         while claim and (free := self.concurrency - len(self._running)) > 0:
             claimed = await self.machine.claim(self.name, free)
             started += sum(self._start(run) for run in claimed)
@@ -133,20 +133,26 @@ class Worker:
                 break
         return started
 
-    async def _take_up(self, run_id: str) -> bool:
-        """Start a run handed to this worker (its lease set by the write that resumed it) if it
-        is still running under that lease. A run that ended before it was taken up gives back
-        the pre-hold it was resumed with (`transition_run` leaves it to the lease holder),
-        unless another worker claimed it since, or an execution of this worker has it."""
-        run = await self.machine.handed_run(run_id)
-        if run is None:
-            return False
-        if run.status == RunStatus.RUNNING and run.lease_owner == self.name:
-            return self._start(run)
-        ended = RunStatus(run.status).is_terminal
-        if ended and run.hold_id and run.last_worker == self.name and run_id not in self._executing:
-            await self.context.meter.release(run.account_id, [run.hold_id])
-        return False
+    async def _take_up(self) -> int:
+        """Start the runs handed to this worker (each leased to it by the write that resumed
+        it), as many as it has room for, in one read: those still running under that lease.
+        A run that ended before it was taken up gives back the pre-hold it was resumed with
+        (`transition_run` leaves it to the lease holder), unless another worker claimed it
+        since, or an execution of this worker has it. Returns how many were started."""
+        room = self.concurrency - len(self._running)
+        run_ids, self._handed = self._handed[:room], self._handed[room:]
+        started = 0
+        for run in await self.machine.handed_runs(run_ids):
+            if run.status == RunStatus.RUNNING and run.lease_owner == self.name:
+                started += self._start(run)
+            elif (
+                RunStatus(run.status).is_terminal
+                and run.hold_id
+                and run.last_worker == self.name
+                and run.id not in self._executing
+            ):
+                await self.context.meter.release(run.account_id, [run.hold_id])
+        return started
 
     def _start(self, run: RunRecord) -> bool:
         """Execute a run this worker now holds the lease of; False when it already does."""

@@ -300,7 +300,7 @@ async def transition_run(
             ).first()
             if unclaimed is not None:
                 # A leased run keeps naming its pre-hold: the worker holding the lease gives it
-                # back, even one that has not taken the run up yet (`handed_run`).
+                # back, even one that has not taken the run up yet (`handed_runs`).
                 values.update(hold_id=None, hold_rupiah=None)
         if hold is not None:
             values.update(hold_id=hold.id, hold_rupiah=hold.amount)
@@ -467,15 +467,20 @@ def _moves_only_leases(claimed: list[RunRecord]) -> bool:
     return all(run.attempts > 1 for run in claimed)
 
 
-_HANDED = select(runs, _AGENT_REVISION, _ACCOUNT_TIER).where(runs.c.id == bindparam("run_id"))
+_HANDED = select(runs, _AGENT_REVISION, _ACCOUNT_TIER).where(
+    runs.c.id.in_(bindparam("run_ids", expanding=True))
+)
 
 
-async def handed_run(engine: Database, run_id: str) -> RunRecord | None:
-    """The run as a worker it was handed to (`RunMachine.submit_tool_outputs`) takes it up:
-    with what a claim returns besides its row (the agent's revision, the account's tier); a
-    read, the lease being the worker's since the write that resumed the run."""
-    row = await engine.first_row(_HANDED, {"run_id": run_id})
-    return None if row is None else RunRecord.from_row(row)
+async def handed_runs(engine: Database, run_ids: Sequence[str]) -> list[RunRecord]:
+    """The runs as a worker they were handed to (`RunMachine.submit_tool_outputs`) takes them
+    up: with what a claim returns besides their rows (the agent's revision, the account's
+    tier); one read for all of them, the lease being the worker's since the write that resumed
+    each run."""
+    if not run_ids:
+        return []
+    rows = await engine.rows(_HANDED, {"run_ids": list(run_ids)})
+    return [RunRecord.from_row(row) for row in rows]
 
 
 async def renew_lease(
