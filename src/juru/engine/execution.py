@@ -93,16 +93,17 @@ def input_messages(run_id: str, run_input: Sequence[dict[str, str]]) -> list[Bas
 
 
 def _resume_mark(run: RunRecord) -> tuple[str, int, int]:
-    """Which run a claim took, at which of its pauses, and whether no other claim came between:
-    its id, pause count and claims so far. A checkpoint kept at a pause under the same mark
-    (`_pause_mark`) is still the thread's latest: only an execution of a run writes its
-    thread, every execution starts with a claim, and the thread's next run has another id."""
+    """Which run a claim (or a hand-off) took, at which of its pauses, and whether no other
+    claim came between: its id, pause count and attempts so far. A checkpoint kept at a pause
+    under the same mark (`_pause_mark`) is still the thread's latest: only an execution of a
+    run writes its thread, every execution starts with a claim or a hand-off (each counts an
+    attempt), and the thread's next run has another id."""
     return run.id, run.pause_count, run.attempts
 
 
 def _pause_mark(run: RunRecord, pause: StatusChange) -> tuple[str, int, int]:
-    """The `_resume_mark` that the claim resuming this pause of `run` (claimed as `run`) will
-    give, if no other claim comes first: every claim counts one more attempt."""
+    """The `_resume_mark` that the hand-off (or claim) resuming this pause of `run` (claimed as
+    `run`) will give, if no other claim comes first: each counts one more attempt."""
     return run.id, int(pause.values["pause_count"]), run.attempts + 1
 
 

@@ -208,7 +208,7 @@ class RunMachine:
     ) -> RunRecord | None:
         """requires_action → running with the caller's outputs, leased in the same write to the
         worker that paused it (told by the write's notice, it takes the run up without a claim
-        of its own: `handed_runs`) for `handoff_seconds`, after which any worker may claim it;
+        of its own: `handed_runs`) for `limits.handoff()`, after which any worker may claim it;
         with `hold` (the next call's pre-hold) taken in the same write when it fits."""
         now = self.clock.now()
         remaining = self.limits.wall_clock_seconds - run.active_seconds
