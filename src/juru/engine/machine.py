@@ -42,13 +42,12 @@ class RunLimits:
     # worker gone since (or too busy to take it up) holds it no longer than this. The worker
     # renews it before it lapses (`RunExecution._guard_lease`).
     handoff_seconds: float = 5.0
+    # How long a finished run's event log is kept.
+    events_days: float = 30.0
 
     def handoff(self) -> float:
         """The hand-off's lease: `handoff_seconds`, or the whole lease when that is shorter."""
         return min(self.handoff_seconds, self.lease_seconds)
-
-    # How long a finished run's event log is kept.
-    events_days: float = 30.0
 
 
 def _active_time_so_far(run: RunRecord, now: datetime) -> float:
