@@ -194,6 +194,32 @@ class TestTheLog:
         for _, count, lowest, highest in rows:
             assert (lowest, highest) == (1, count)
 
+    async def test_events_logged_already_are_left_out_and_the_rest_numbered_per_run(
+        self, hosted: HostedHarness
+    ) -> None:
+        first, second = await hosted.new_run(), await hosted.new_run()  # event 1 each
+        engine, now = hosted.context.engine, hosted.clock.now()
+
+        def messages(run: dict[str, Any], *ids: str) -> list[run_log.NewRunEvent]:
+            listed = [{"message_id": message_id, "role": "user"} for message_id in ids]
+            return run_log.message_events(run["thread_id"], run["id"], listed, now)
+
+        def append(events: list[tuple[str, run_log.NewRunEvent]]) -> Any:
+            return write(engine, lambda c: run_log.append_to_logs(c, events, now))
+
+        await append([(first["id"], event) for event in messages(first, "a", "b")])
+        # A redone write: `a` and `b` are in the first run's log, and the step's key in neither.
+        redone = [*messages(first, "a", "c", "b"), run_log.step_event(1, Decimal(0))]
+        elsewhere = [*messages(second, "a"), run_log.step_event(1, Decimal(0))]
+        await append([*[(first["id"], e) for e in redone], *[(second["id"], e) for e in elsewhere]])
+
+        async def logged(run: dict[str, Any]) -> list[tuple[int, str | None]]:
+            records = await run_log.events_after(engine, run["id"], 1)
+            return [(record.seq, record.data.get("message_id")) for record in records]
+
+        assert await logged(first) == [(2, "a"), (3, "b"), (4, "c"), (5, None)]
+        assert await logged(second) == [(2, "a"), (3, None)]
+
 
 class TestAccess:
     async def test_another_accounts_run_is_not_found_and_no_key_is_401(

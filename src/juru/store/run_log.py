@@ -2,26 +2,30 @@
 
 Events are appended inside the transaction of the change they describe (a status change, a
 step's write), so the log never says more or less than the database holds. Their ids come from
-the statement itself (`max(seq) + 1` of the run, one row at a time), and every writer of a run's
-events has updated the run's row first in the same transaction, which serialises them: ids are
-1, 2, 3, ... with no gaps and no duplicates, on both databases.
+the statement itself (`max(seq) + 1` of the run, one row at a time on SQLite; on PostgreSQL
+the last id plus the event's place among those appended, in the statement that also sends the
+write's notices), and every writer of a run's events has updated the run's row first in the
+same transaction, which serialises them: ids are 1, 2, 3, ... with no gaps and no duplicates,
+on both databases.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Connection, RowMapping, bindparam, delete, exists, func, select
+from sqlalchemy import Connection, RowMapping, bindparam, delete, exists, func, select, text
 
 from juru.core.run_events import RunEventType
 from juru.store.database import Database, dialect_insert
 from juru.store.tables import run_events, runs
-from juru.store.transactions import write
+from juru.store.transactions import Notice, notify, write
+from juru.store.types import UtcDateTime
 
 # A `run.status` event keeps the run as its view shows it: these of the run's columns.
 RUN_VIEW_COLUMNS = (
@@ -120,19 +124,67 @@ def _append_statement(dialect: str) -> Any:
     return statement.on_conflict_do_nothing(index_elements=[run_events.c.run_id, run_events.c.key])
 
 
+# PostgreSQL: the events, given as arrays, appended and the notices sent, in one statement. The
+# events whose key the run's log holds already (a redone step's) are left out before the rest
+# are numbered, each run's after its last id and in the order given: what one row at a time
+# with `ON CONFLICT DO NOTHING` would write. The data-modifying `WITH` runs whether or not a
+# notice is given.
+_APPEND_AND_NOTIFY = text(
+    """
+    WITH given AS (
+        SELECT * FROM unnest(
+            CAST(:run_ids AS text[]), CAST(:types AS text[]),
+            CAST(:keys AS text[]), CAST(:data AS text[])
+        ) WITH ORDINALITY AS given(run_id, type, key, data, position)
+    ), fresh AS (
+        SELECT * FROM given
+        WHERE given.key IS NULL OR NOT EXISTS (
+            SELECT FROM run_events
+            WHERE run_events.run_id = given.run_id AND run_events.key = given.key
+        )
+    ), appended AS (
+        INSERT INTO run_events (run_id, seq, type, key, data, created_at)
+        SELECT
+            fresh.run_id,
+            (SELECT coalesce(max(run_events.seq), 0) FROM run_events
+             WHERE run_events.run_id = fresh.run_id)
+            + row_number() OVER (PARTITION BY fresh.run_id ORDER BY fresh.position),
+            fresh.type, fresh.key, CAST(fresh.data AS json), :created_at
+        FROM fresh
+    )
+    SELECT pg_notify(notice.channel, notice.payload)
+    FROM unnest(CAST(:channels AS text[]), CAST(:payloads AS text[])) AS notice(channel, payload)
+    """
+).bindparams(bindparam("created_at", type_=UtcDateTime()))
+
+
 def append_events(
-    connection: Connection, run_id: str, events: Sequence[NewRunEvent], now: datetime
+    connection: Connection,
+    run_id: str,
+    events: Sequence[NewRunEvent],
+    now: datetime,
+    notices: Sequence[Notice] = (),
 ) -> None:
-    """Append `events` to the run's log in order. The caller has updated the run's row in this
-    transaction."""
-    append_to_logs(connection, [(run_id, event) for event in events], now)
+    """Append `events` to the run's log in order, and send `notices` (PostgreSQL) from the same
+    transaction. The caller has updated the run's row in this transaction."""
+    append_to_logs(connection, [(run_id, event) for event in events], now, notices)
 
 
 def append_to_logs(
-    connection: Connection, events: Sequence[tuple[str, NewRunEvent]], now: datetime
+    connection: Connection,
+    events: Sequence[tuple[str, NewRunEvent]],
+    now: datetime,
+    notices: Sequence[Notice] = (),
 ) -> None:
-    """Append each `(run_id, event)` to its run's log, in order and in one statement (one
-    execution per row). The caller has updated each run's row in this transaction."""
+    """Append each `(run_id, event)` to its run's log, in order, and send `notices` from the
+    same transaction (PostgreSQL). One statement: on PostgreSQL the events and the notices
+    together, on SQLite one execution per row. The caller has updated each run's row in this
+    transaction."""
+    if connection.dialect.name == "postgresql":
+        if events or notices:
+            connection.execute(_APPEND_AND_NOTIFY, _arrays(events, notices, now))
+        return
+    notify(connection, notices)
     if not events:
         return
     rows = [
@@ -147,6 +199,21 @@ def append_to_logs(
         for run_id, event in events
     ]
     connection.execute(_append_statement(connection.dialect.name), rows)
+
+
+def _arrays(
+    events: Sequence[tuple[str, NewRunEvent]], notices: Sequence[Notice], now: datetime
+) -> dict[str, Any]:
+    """The parameters of `_APPEND_AND_NOTIFY`: one array per column."""
+    return {
+        "run_ids": [run_id for run_id, _ in events],
+        "types": [event.type.value for _, event in events],
+        "keys": [event.key for _, event in events],
+        "data": [json.dumps(event.data) for _, event in events],
+        "created_at": now,
+        "channels": [channel for channel, _ in notices],
+        "payloads": [payload for _, payload in notices],
+    }
 
 
 def log_tail_columns(keyed: bool = True) -> tuple[Any, ...]:

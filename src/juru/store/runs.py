@@ -43,7 +43,7 @@ from juru.store.run_log import (
 )
 from juru.store.run_tree import end_descendants, lock_descendants, withdraw_calls
 from juru.store.tables import ACTIVE_RUN_STATUSES, accounts, agents, runs
-from juru.store.transactions import Notice, notify, write
+from juru.store.transactions import Notice, write
 from juru.store.types import Money
 
 
@@ -121,13 +121,13 @@ async def _insert_holding(
         if hold is not None:
             row_values.update(hold_id=hold.id, hold_rupiah=hold.amount)
         row = connection.execute(insert(runs).values(row_values).returning(*runs.c)).one()
-        append_events(connection, row.id, [status_event(row._mapping)], row.created_at)
+        append_events(connection, row.id, [status_event(row._mapping)], row.created_at, notices)
         # The account's row last: other writes of the account wait for it only to the commit.
         if hold is not None and not take_hold(connection, hold):
             row = connection.execute(_WITHOUT_HOLD, {"run_id": row.id}).one()
         return RunRecord.from_row(row._mapping)
 
-    return await write(engine, insert_run, notices)
+    return await write(engine, insert_run)
 
 
 async def active_runs_of_agent(engine: Database, account_id: str, agent_id: str) -> list[str]:
@@ -310,9 +310,10 @@ async def transition_run(
         if row is None:
             raise _NotMoved
         event = status_event(row._mapping)
+        notices: Sequence[Notice] = ()
         if notices_of is not None:
-            notify(connection, notices_of(appended_records(run_id, [event], row._mapping, now)))
-        append_events(connection, run_id, [event], now)
+            notices = notices_of(appended_records(run_id, [event], row._mapping, now))
+        append_events(connection, run_id, [event], now, notices)
         if target.is_terminal:
             ended = end_descendants(connection, run_id, now)
             if row.parent_run_id is not None:

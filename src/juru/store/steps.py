@@ -37,7 +37,7 @@ from juru.store.run_log import (
 from juru.store.run_state import RUN_STATE_COLUMNS
 from juru.store.run_tree import insert_children, pause_ancestors, roll_up
 from juru.store.runs import RunGuard, run_update, run_update_parameters
-from juru.store.transactions import Notice, notify, sent_together, write
+from juru.store.transactions import Notice, sent_together, write
 from juru.store.transcript import append_transcript
 from juru.store.usage import ChargeRequest, settle, take_charge
 
@@ -133,18 +133,20 @@ async def record_step(
         paused = (
             step.status if step.status and step.status.target == RunStatus.REQUIRES_ACTION else None
         )
+        # The notices go out in the statement that appends the run's events (PostgreSQL).
+        notices: Sequence[Notice] = ()
+        if notices_of is not None:
+            appended = appended_records(step.run_id, own, row._mapping, step.now)
+            notices = notices_of(dict(row._mapping), appended)
         # What follows reads no result, unless the run starts children or pauses the runs
         # above it: on PostgreSQL it goes out in one round trip instead of up to five.
         with sent_together(connection, when=not step.children and not (paused and step.ancestors)):
-            if notices_of is not None:
-                appended = appended_records(step.run_id, own, row._mapping, step.now)
-                notify(connection, notices_of(dict(row._mapping), appended))
             # The checkpoint of the pause or end, before the pruning that keeps only it.
             if step.saves is not None:
                 write_saves(connection, step.saves)
             append_transcript(connection, step.thread_id, step.run_id, step.messages, step.now)
             roll_up(connection, step.ancestors, cost, step.now, events, step.run_id)
-            append_events(connection, step.run_id, own, step.now)
+            append_events(connection, step.run_id, own, step.now, notices)
             # A run's own write never ends it with a child still active: the write that starts
             # children gives up the run's lease, and a run with an active child is not claimed.
             if step.children:
