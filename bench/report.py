@@ -68,6 +68,7 @@ def overhead_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Ro
         "DB rollbacks/step",
     ]
     header += ["alternating blocks, 1 / 2 requests per step: CPU ms/step"]
+    header += ["profiled runs (the split's): CPU ms/step, e2e / model time"]
     header += [f"{part} ms" for part in parts]
     rows = []
     for result in results:
@@ -87,10 +88,20 @@ def overhead_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Ro
                 _f(result.get("db_commits_per_step")),
                 _f(result.get("db_rollbacks_per_step")),
                 _alternating(result.get("alternating")),
+                _profiled(result),
                 *(_f(split.get(part)) for part in parts),
             ]
         )
     return "1. Overhead: 5 model steps at 200 ms, one run at a time", header, rows
+
+
+def _profiled(result: dict[str, Any]) -> str:
+    """The figures of the runs py-spy sampled, taken apart from the measured ones since
+    2026-12-06 (absent before: the measured runs were the profiled ones)."""
+    cpu = result.get("profiled_cpu_ms_per_step")
+    if cpu is None:
+        return "-"
+    return f"{_f(cpu)}, {result['profiled_ratio_median']:.3f}"
 
 
 def _alternating(figures: dict[str, dict[str, float]] | None) -> str:

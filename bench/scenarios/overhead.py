@@ -1,7 +1,10 @@
 """Scenario 1, overhead: one hosted run at a time, 5 model steps at 200 ms each.
 
 End-to-end time (POST run to `succeeded` seen by the client) over the sum of model latencies,
-and the server's CPU per model step, split by a py-spy profile taken during the same runs.
+and the server's CPU per model step, split by a py-spy profile of as many runs right after
+them. The profile is not taken during the measured runs: on this two-CPU machine py-spy
+sampling the server's processes 250 times a second added about 3 ms of CPU a step and 0.02 to
+e2e ÷ model time on SQLite (bench/RESULTS.md, twenty-eighth round).
 The client drives runs as Juru's client does: the run's creation waits for its first pause, and
 each pause is answered with one request that also waits for the next (`tool_outputs?wait=`),
 one request per model step.
@@ -96,17 +99,20 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
         api = Api(bench.server.base_url, bench.key, connections=8)
         try:
             agent = await api.create_agent()
-            threads = [await api.create_thread(agent) for _ in range(3 * runs)]
+            threads = [await api.create_thread(agent) for _ in range(4 * runs)]
             # A worker process's first run pays its imports and first builds, once.
             await warm_every_worker(api, agent, bench)
             warmed = len(bench.database.workers_that_ran())
             worker_processes = len(process_tree(bench.server.pid)) - 1
             one = Driving(answer_waits=True)
+            await one.block(api, bench, threads[:runs], database=True)
+            # The same runs again, profiled: only the split of the CPU comes from them.
             profiler = Profiler(bench.server.pid, out / f"overhead-{dialect}.pyspy.txt", 250)
             profiler.start()
-            await one.block(api, bench, threads[:runs], database=True)
+            profiled = Driving(answer_waits=True)
+            await profiled.block(api, bench, threads[runs : 2 * runs])
             samples = profiler.stop()
-            alternating = await one_against_two_requests(api, bench, threads[runs:])
+            alternating = await one_against_two_requests(api, bench, threads[2 * runs :])
         finally:
             await api.aclose()
     cpu_ms_per_step = 1000 * one.per_step("cpu")
@@ -149,6 +155,9 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
         # then `GET ?wait=`), after the runs above.
         "alternating": alternating,
         "profile_samples": sum(samples.values()) if samples else 0,
+        # The profiled runs' own figures (py-spy's sampling weighs on them).
+        "profiled_cpu_ms_per_step": 1000 * profiled.per_step("cpu"),
+        "profiled_ratio_median": statistics.median(profiled.ratios()),
         "profile_error": profiler.error,
     }
 

@@ -244,6 +244,8 @@ def test_overhead_scenario_quick(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     # outputs', waiting for the next). Driven the older way: creation, `GET ?wait=`, and two
     # requests per pause.
     assert result["requests_per_step"] == pytest.approx(5 / 5)
+    # The CPU's split comes from as many runs again, sampled apart from the measured ones.
+    assert result["profiled_cpu_ms_per_step"] > 0 and result["profiled_ratio_median"] > 1.0
     one, two = result["alternating"]["one_request"], result["alternating"]["two_requests"]
     assert one["requests_per_step"] == pytest.approx(5 / 5)
     assert two["requests_per_step"] == pytest.approx(10 / 5)
