@@ -2,9 +2,10 @@
 
 End-to-end time (POST run to `succeeded` seen by the client) over the sum of model latencies,
 and the server's CPU per model step, split by a py-spy profile of as many runs right after
-them. The profile is not taken during the measured runs: on this two-CPU machine py-spy
-sampling the server's processes 250 times a second added about 3 ms of CPU a step and 0.02 to
-e2e ÷ model time on SQLite (bench/RESULTS.md, twenty-eighth round).
+them. The profile is not taken during the measured runs, so that their figures never carry
+the sampler's weight: on a two-CPU machine py-spy sampling the server's processes 250 times a
+second competes with them for the CPUs (bench/RESULTS.md, twenty-eighth round, where profiled
+runs read up to 3 ms a step more than unprofiled ones on SQLite, and in one sitting less).
 The client drives runs as Juru's client does: the run's creation waits for its first pause, and
 each pause is answered with one request that also waits for the next (`tool_outputs?wait=`),
 one request per model step.
