@@ -139,7 +139,7 @@ async def record_step(
             appended = appended_records(step.run_id, own, row._mapping, step.now)
             notices = notices_of(dict(row._mapping), appended)
         # What follows reads no result, unless the run starts children or pauses the runs
-        # above it: on PostgreSQL it goes out in one round trip instead of up to five.
+        # above it: on PostgreSQL it goes out in one round trip instead of one each.
         with sent_together(connection, when=not step.children and not (paused and step.ancestors)):
             # The checkpoint of the pause or end, before the pruning that keeps only it.
             if step.saves is not None:
