@@ -32,7 +32,7 @@ from juru.engine.events import (
 )
 from juru.engine.socket_events import SocketRunEvents, events_directory
 from juru.store.database import open_database
-from juru.store.run_log import RunEventRecord
+from juru.store.run_log import RunEventRecord, append_to_logs
 from juru.store.transactions import write
 from juru.store.urls import DatabaseUrl
 
@@ -438,16 +438,23 @@ async def test_a_writes_notices_arrive_in_order_at_its_commit_and_never_after_a_
         DatabaseUrl.parse(fresh_postgres_url).libpq_dsn(), autocommit=True
     )
 
-    def fails(_connection: Connection) -> None:
+    now = datetime.now(UTC)
+
+    def sends(*payloads: str) -> Callable[[Connection], None]:
+        """A write sending `payloads` as the statement that appends its events sends them."""
+        return lambda c: append_to_logs(c, [], now, [("juru_test", p) for p in payloads])
+
+    def fails(connection: Connection) -> None:
+        sends("lost", "lost too")(connection)
         raise RuntimeError("rolled back")
 
     try:
         await listener.execute("LISTEN juru_test")
-        await write(database, lambda _: None, [("juru_test", "one")])
-        await write(database, lambda _: None, [("juru_test", n) for n in ("two", "three", "four")])
+        await write(database, sends("one"))
+        await write(database, sends("two", "three", "four"))
         with pytest.raises(RuntimeError):
-            await write(database, fails, [("juru_test", "lost"), ("juru_test", "lost too")])
-        await write(database, lambda _: None, [("juru_test", "five"), ("juru_test", "six")])
+            await write(database, fails)
+        await write(database, sends("five", "six"))
         received = [
             notice.payload async for notice in listener.notifies(timeout=WAKE_SECONDS, stop_after=6)
         ]

@@ -36,14 +36,11 @@ _NOTIFY = text(
 async def write(
     engine: Database,
     work: Callable[[Connection], T],
-    notices: Sequence[Notice] = (),
     *,
     unsynced_if: Callable[[T], bool] | None = None,
 ) -> T:
-    """Run `work` in one transaction, to its COMMIT or ROLLBACK, whatever happens to the caller;
-    with `notices` (PostgreSQL), sent in the same transaction before `work` (they go out at
-    the commit either way, and `work` may end with the lock on an account's row: nothing
-    but the COMMIT should follow it).
+    """Run `work` in one transaction, to its COMMIT or ROLLBACK, whatever happens to the caller
+    (a write's notices go out with the events it appends: `store.run_log.append_to_logs`).
 
     A COMMIT waits until the transaction is on disk, unless `unsynced_if` is true of the
     result: then, on SQLite, it waits for the file to have it, and a crash of the machine
@@ -54,12 +51,8 @@ async def write(
     (`store.database.ThreadedWriter`)."""
     writer = engine.writer
 
-    def work_and_notify(connection: Connection) -> T:
-        notify(connection, notices)
-        return work(connection)
-
     async def transaction() -> T:
-        return await writer.run(work_and_notify, unsynced_if)
+        return await writer.run(work, unsynced_if)
 
     task = asyncio.ensure_future(transaction())
     engine.writes_in_flight.add(task)
