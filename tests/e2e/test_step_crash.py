@@ -30,12 +30,13 @@ from tests.support.server import ServerProcess, api_key, free_port
 pytestmark = pytest.mark.e2e
 
 # The first and the last statement of the step's one transaction (store.steps.record_step):
-# after the charge, and inside the transcript insert that precedes the COMMIT.
+# after the charge, and inside the transcript insert that precedes the COMMIT. On PostgreSQL
+# the charge goes in the run's UPDATE (a `WITH` before it), so the first and third are one.
 CRASH_POINTS = [
-    r"^\s*INSERT INTO usage_charges",
+    r"^\s*(WITH charged AS\s*\(\s*)?INSERT INTO usage_charges",
     r"^\s*INSERT INTO thread_messages",
     # The step's own UPDATE of the run (a claim's sets no step_count).
-    r"^\s*UPDATE runs SET (status=\S+, )?step_count",
+    r"^(\s*WITH charged AS .*\)\s*)?UPDATE runs SET (status=\S+, )?step_count",
 ]
 # The run's event log once it is done: the crashed step's events appear once, with no gap.
 LOGGED = [

@@ -5,10 +5,15 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from juru.store.usage import charges_of_run
+from juru.core.money import PriceRules
+from juru.store.accounts import balance_of
+from juru.store.runs import claim_runs
+from juru.store.steps import StepWrite, record_step
+from juru.store.usage import ChargeRequest, charges_of_run
 from tests.integration.test_run_engine import OPENAI_MODEL, WEATHER_CALL
 from tests.support.fake_openai import FakeOpenAIServer
 from tests.support.hosted import HostedHarness
+from tests.support.statements import statements_sent
 
 # gpt-4o-mini in the built-in catalog: Rupiah per million tokens.
 MINI_INPUT, MINI_OUTPUT = Decimal(2475), Decimal(9900)
@@ -103,3 +108,52 @@ async def test_models_lists_the_catalog_with_prices(hosted: HostedHarness) -> No
     assert models["openai/gpt-5.6"]["agents"] is False
     assert models[OPENAI_MODEL]["input_rupiah_per_million"] == 2475
     assert models[OPENAI_MODEL]["output_rupiah_per_million"] == 9900
+
+
+async def test_a_step_written_twice_charges_its_model_call_once(hosted: HostedHarness) -> None:
+    # A step redone after a crash whose COMMIT went through writes the same call's charge
+    # again (the same `charge_key`): the ledger, the run's total and the balance take it once.
+    run = await hosted.new_run()
+    engine = hosted.context.engine
+    now = hosted.context.machine.clock.now()
+    [claimed] = await claim_runs(engine, "the-worker", now, lease_seconds=60)
+    assert claimed.id == run["id"]
+    before = await balance_of(engine, hosted.account_id)
+    call = ChargeRequest(
+        account_id=hosted.account_id,
+        source="agent",
+        model_id=OPENAI_MODEL,
+        input_tokens=1000,
+        output_tokens=100,
+        list_cost=mini_price(1000, 100),
+        created_at=now,
+        run_id=run["id"],
+        step=1,
+        charge_key=f"{run['id']}:step:1",
+    )
+    step = StepWrite(
+        run_id=run["id"],
+        thread_id=run["thread_id"],
+        worker="the-worker",
+        now=now,
+        tier="free",
+        step_count=1,
+        charges=[call],
+    )
+    written = []
+    with statements_sent(lambda statement: "usage_charges" in statement) as writing:
+        for _ in range(2):
+            written.append(await record_step(engine, step, PriceRules()))
+    assert written == [True, True]
+    cost = mini_price(1000, 100)
+    charges = await charges_of_run(engine, run["id"])
+    assert [(c["step"], c["cost_rupiah"]) for c in charges] == [(1, cost)]
+    assert Decimal(str((await hosted.get_run(run["id"]))["cost_rupiah"])) == cost
+    assert await balance_of(engine, hosted.account_id) == before - cost
+    # PostgreSQL writes the ledger row in the run's UPDATE; SQLite in a statement of its own.
+    first = writing[0].lstrip()
+    if engine.dialect_name == "postgresql":
+        assert first.startswith("WITH") and "UPDATE runs" in first
+    else:
+        assert first.startswith("INSERT INTO usage_charges")
+    assert len(writing) == 2

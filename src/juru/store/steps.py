@@ -16,7 +16,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, func, select
 
 from juru.core.money import PriceRules
 from juru.core.states import RunStatus, check_transition
@@ -37,9 +37,17 @@ from juru.store.run_log import (
 from juru.store.run_state import RUN_STATE_COLUMNS
 from juru.store.run_tree import insert_children, pause_ancestors, roll_up
 from juru.store.runs import RunGuard, run_update, run_update_parameters
+from juru.store.tables import runs
 from juru.store.transactions import Notice, sent_together, write
 from juru.store.transcript import append_transcript
-from juru.store.usage import ChargeRequest, settle, take_charge
+from juru.store.usage import (
+    ChargeRequest,
+    charge_parameters,
+    charges_written,
+    price_charge,
+    settle,
+    write_charge,
+)
 
 
 @dataclass(frozen=True)
@@ -85,13 +93,23 @@ NoticesOf = Callable[[Mapping[str, Any], Sequence[RunEventRecord] | None], Seque
 
 
 @functools.cache
-def _step_update(sources: tuple[str, ...], columns: tuple[str, ...], add_cost: bool) -> Any:
+def _step_update(
+    sources: tuple[str, ...], columns: tuple[str, ...], add_cost: bool, charges: int = 0
+) -> Any:
     """The step's UPDATE of its run, under the worker's lease, returning the run's state and
-    where its log stands (`run_log.log_tail_columns`); built once per shape."""
+    where its log stands (`run_log.log_tail_columns`); built once per shape. With `charges`
+    (PostgreSQL), the statement also writes the step's ledger rows (`usage.charges_written`),
+    adds the cost of those it wrote to the run's and returns their ids (`charged_ids`)."""
     statement = run_update(
         sources, ("held_by",), columns, add_cost=add_cost, returning=RUN_STATE_COLUMNS
     )
-    return statement.returning(*log_tail_columns())
+    statement = statement.returning(*log_tail_columns())
+    if not charges:
+        return statement
+    written = charges_written(charges)
+    cost = select(func.coalesce(func.sum(written.c.cost_rupiah), 0)).scalar_subquery()
+    ids = select(func.array_agg(written.c.id)).scalar_subquery().label("charged_ids")
+    return statement.add_cte(written).values(cost_rupiah=runs.c.cost_rupiah + cost).returning(ids)
 
 
 class _LeaseLost(Exception):
@@ -112,7 +130,10 @@ async def record_step(
     keys = event_keys(messages) + [step_key(number) for number in step.new_steps]
 
     def work(connection: Connection) -> None:
-        charges = [take_charge(connection, charge, rules, step.tier) for charge in step.charges]
+        priced = [price_charge(connection, charge, rules, step.tier) for charge in step.charges]
+        # On PostgreSQL the ledger rows go in with the run's UPDATE; on SQLite, one each.
+        with_update = bool(priced) and connection.dialect.name == "postgresql"
+        charges = [] if with_update else [write_charge(connection, charge) for charge in priced]
         cost = sum((charge.cost for charge in charges), Decimal(0))
         values: dict[str, Any] = {"updated_at": step.now, **step.run_values}
         sources: tuple[str, ...] = ()
@@ -122,11 +143,18 @@ async def record_step(
             values.update(step.status.values, status=step.status.target.value)
             sources = tuple(sorted(source.value for source in step.status.sources))
         guard = RunGuard(held_by=step.worker)
-        statement = _step_update(sources, tuple(values), bool(cost))
+        in_update = len(priced) if with_update else 0
+        statement = _step_update(sources, tuple(values), bool(cost), in_update)
         parameters = run_update_parameters(step.run_id, guard, values, cost if cost else None)
+        if with_update:
+            parameters.update(charge_parameters(priced))
         row = connection.execute(statement, {**parameters, "log_keys": keys}).first()
         if row is None:
             raise _LeaseLost
+        if with_update:
+            written = set(row.charged_ids or ())
+            charges = [charge.taken(charge.id in written) for charge in priced]
+            cost = sum((charge.cost for charge in charges), Decimal(0))
         events = messages + [step_event(number, row.cost_rupiah) for number in step.new_steps]
         # The run's own events: a copy of the others goes up to the ancestors.
         own = [*events, status_event(row._mapping)] if step.status is not None else events

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -9,6 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import Connection, Date, bindparam, cast, func, select
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 
 from juru.core.ids import new_id
 from juru.core.money import PriceRules, to_micro
@@ -72,43 +74,100 @@ class Charge:
     hold_id: str | None
 
 
+@dataclass(frozen=True)
+class PricedCharge:
+    """A charge priced with the account's discounts: its ledger row, not yet written."""
+
+    request: ChargeRequest
+    row: dict[str, Any]
+
+    @property
+    def id(self) -> str:
+        return str(self.row["id"])
+
+    def taken(self, written: bool) -> Charge:
+        """The charge as settled: its cost when its row was written, 0 when its `charge_key`
+        was taken before (its hold is given back either way)."""
+        cost = self.row["cost_rupiah"] if written else Decimal(0)
+        return Charge(self.request.account_id, cost, self.request.hold_id)
+
+
+def price_charge(
+    connection: Connection,
+    request: ChargeRequest,
+    rules: PriceRules,
+    tier: str | None = None,
+) -> PricedCharge:
+    """The call's cost with the account's discounts (its tier, read when not given, and its
+    month's spend where the rules use it), as the ledger row to write."""
+    if tier is None:
+        tier = str(connection.scalar(_TIER, {"account_id": request.account_id}))
+    spent = Decimal(0)
+    if rules.uses_monthly_spend:
+        spent = monthly_list_spend(connection, request.account_id, request.created_at)
+    row = {
+        "id": new_id("chg"),
+        "account_id": request.account_id,
+        "source": request.source,
+        "run_id": request.run_id,
+        "step": request.step,
+        "model_id": request.model_id,
+        "input_tokens": request.input_tokens,
+        "output_tokens": request.output_tokens,
+        "list_cost_rupiah": to_micro(request.list_cost),
+        "cost_rupiah": rules.charge(request.list_cost, tier, spent),
+        "created_at": request.created_at,
+        "charge_key": request.charge_key,
+    }
+    return PricedCharge(request, row)
+
+
 def take_charge(
     connection: Connection,
     request: ChargeRequest,
     rules: PriceRules,
     tier: str | None = None,
 ) -> Charge:
-    """Price the call with the account's discounts and write its ledger row, inside the
-    caller's transaction; the account's balance and the call's hold are the caller's to
-    settle (`settle`, as the transaction's last statement on the account) and the run's
-    running total the caller's to add. A charge whose `charge_key` was taken before is not
-    taken again (its hold is still given back): its cost is 0."""
-    if tier is None:
-        tier = str(connection.scalar(_TIER, {"account_id": request.account_id}))
-    spent = Decimal(0)
-    if rules.uses_monthly_spend:
-        spent = monthly_list_spend(connection, request.account_id, request.created_at)
-    cost = rules.charge(request.list_cost, tier, spent)
-    inserted = connection.execute(
-        _INSERT_CHARGE[connection.dialect.name],
-        {
-            "id": new_id("chg"),
-            "account_id": request.account_id,
-            "source": request.source,
-            "run_id": request.run_id,
-            "step": request.step,
-            "model_id": request.model_id,
-            "input_tokens": request.input_tokens,
-            "output_tokens": request.output_tokens,
-            "list_cost_rupiah": to_micro(request.list_cost),
-            "cost_rupiah": cost,
-            "created_at": request.created_at,
-            "charge_key": request.charge_key,
-        },
+    """Price the call (`price_charge`) and write its ledger row, inside the caller's
+    transaction; the account's balance and the call's hold are the caller's to settle
+    (`settle`, as the transaction's last statement on the account) and the run's running
+    total the caller's to add. A charge whose `charge_key` was taken before is not taken
+    again (its hold is still given back): its cost is 0."""
+    return write_charge(connection, price_charge(connection, request, rules, tier))
+
+
+def write_charge(connection: Connection, charge: PricedCharge) -> Charge:
+    """Write the priced charge's ledger row, unless its `charge_key` was taken before."""
+    inserted = connection.execute(_INSERT_CHARGE[connection.dialect.name], charge.row)
+    return charge.taken(bool(inserted.rowcount))
+
+
+@functools.cache
+def charges_written(count: int) -> Any:
+    """PostgreSQL: a data-modifying `WITH` that writes `count` ledger rows (their values the
+    parameters `charge<i>_<column>`, `charge_parameters`), leaving out those whose
+    `charge_key` was taken before; it returns the rows it wrote (`id`, `cost_rupiah`), for
+    the statement it goes with to add up and to return."""
+    rows: list[dict[str, Any]] = [
+        {column.name: bindparam(f"charge{index}_{column.name}") for column in usage_charges.c}
+        for index in range(count)
+    ]
+    return (
+        postgresql_insert(usage_charges)
+        .values(rows)
+        .on_conflict_do_nothing(index_elements=[usage_charges.c.charge_key])
+        .returning(usage_charges.c.id, usage_charges.c.cost_rupiah)
+        .cte("charged")
     )
-    if not inserted.rowcount:
-        cost = Decimal(0)
-    return Charge(request.account_id, cost, request.hold_id)
+
+
+def charge_parameters(priced: Sequence[PricedCharge]) -> dict[str, Any]:
+    """The parameters of `charges_written(len(priced))`."""
+    return {
+        f"charge{index}_{column}": value
+        for index, charge in enumerate(priced)
+        for column, value in charge.row.items()
+    }
 
 
 def settle(connection: Connection, charges: Sequence[Charge]) -> None:
