@@ -431,9 +431,22 @@ def _bare_sqlite(results: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     return None
 
 
+def _playground_over_bare(playground: dict[str, Any], bare: dict[str, Any] | None) -> float | None:
+    """The median ratio of the alternating blocks (`peers.alternating`); from results
+    without them, the two peers' own figures."""
+    if "against_bare" in playground:
+        return float(playground["against_bare"]["ratio_median"])
+    if bare is None:
+        return None
+    return float(
+        playground["sequential"]["cpu_ms_per_step"] / bare["sequential"]["cpu_ms_per_step"]
+    )
+
+
 def peer_ratios(results: Sequence[dict[str, Any]]) -> list[tuple[str, str, str, str]]:
-    """Juru playground CPU/step ÷ bare runtime (SQLite saver) CPU/step, one run at a time; and
-    Juru playground saturation steps/s ÷ Aegra's, for every database measured."""
+    """Juru playground CPU/step ÷ bare runtime (SQLite saver) CPU/step, one run at a time, in
+    alternating blocks; and Juru playground saturation steps/s ÷ Aegra's, for every database
+    measured."""
     found = []
     bare = _bare_sqlite(results)
     aegra = _one(results, "aegra")
@@ -441,10 +454,8 @@ def peer_ratios(results: Sequence[dict[str, Any]]) -> list[tuple[str, str, str, 
         aegra = None
     for playground in (result for result in results if result["scenario"] == "playground"):
         db = playground["db"]
-        if bare is not None:
-            ratio = (
-                playground["sequential"]["cpu_ms_per_step"] / bare["sequential"]["cpu_ms_per_step"]
-            )
+        ratio = _playground_over_bare(playground, bare)
+        if ratio is not None:
             found.append(
                 (
                     f"Juru playground CPU/step ÷ bare runtime (sqlite saver) CPU/step ({db})",
@@ -492,6 +503,17 @@ def peer_summary(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Row]
     aegra = _one(results, "aegra")
     if aegra is not None and "unavailable" not in aegra:
         add(f"Aegra {aegra.get('version', '')} (postgresql)", aegra)
+    for playground in (result for result in results if result["scenario"] == "playground"):
+        if "against_bare" in playground:
+            alternated = playground["against_bare"]
+            name = (
+                f"alternating blocks of {alternated['runs_per_block']} runs: Juru playground "
+                f"({playground['db']}) / bare runtime (sqlite saver), CPU ms per step"
+            )
+            pairs = ", ".join(
+                f"{block['juru']:.1f} / {block['bare']:.1f}" for block in alternated["blocks"]
+            )
+            rows.append([name, pairs, "", "", ""])
     for name, limit, value, verdict in peer_ratios(results):
         rows.append([name, f"{value} (target {limit}: {verdict})", "", "", ""])
     return "6. Peers in one sitting: the figures the ratios come from", header, rows

@@ -9,6 +9,11 @@ Each peer is measured the same two ways, with model steps counted by the fake mo
 
 CPU is the runtime's own: for the bare runtime this process's (`time.process_time`: LangGraph,
 the saver and the model client all run here), for the servers their processes' from /proc.
+
+The ratio of Juru's playground to the bare runtime comes from neither peer's own figures,
+measured minutes apart, but from blocks of runs that alternate on one fake model while the
+playground's server is up: the bare runtime's graph (SQLite saver) in this process, then the
+playground, then the other way round (`alternating`).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -55,8 +61,14 @@ def levels(quick: bool) -> tuple[list[int], float, float, int]:
     return ([10, 50], 2.0, 8.0, 5) if quick else ([10, 100], 5.0, 20.0, 20)
 
 
-async def sequential(peer: Peer, runs: int) -> dict[str, Any]:
-    await peer.one_run()  # warm-up: imports, pools, compiled graphs
+def alternation(quick: bool) -> tuple[int, int]:
+    """(pairs of blocks, runs a block) of `alternating`."""
+    return (2, 3) if quick else (4, 5)
+
+
+async def sequential(peer: Peer, runs: int, warm_up: bool = True) -> dict[str, Any]:
+    if warm_up:
+        await peer.one_run()  # imports, pools, compiled graphs
     # The database's counts settle while the server idles: read them first here and last at
     # the end, so that the idle time is not in the runs' CPU.
     commits0 = peer.commits()
@@ -144,6 +156,27 @@ async def saturate(peer: Peer, concurrency: int, warmup: float, window: float) -
     }
 
 
+async def alternating(juru: Peer, bare: Peer, quick: bool) -> dict[str, Any]:
+    """Blocks of runs one at a time, the bare runtime's and Juru's in turn (each pair in the
+    other order than the last): CPU per step of each, and the median of the pairs' ratios of
+    Juru's to the bare runtime's."""
+    pairs, runs = alternation(quick)
+    await bare.one_run()  # warm-up; Juru's peer was measured just before
+    blocks: list[dict[str, float]] = []
+    for pair in range(pairs):
+        order = [("bare", bare), ("juru", juru)]
+        measured = {}
+        for name, peer in order if pair % 2 == 0 else reversed(order):
+            measured[name] = (await sequential(peer, runs, warm_up=False))["cpu_ms_per_step"]
+        blocks.append(measured)
+    return {
+        "pairs": pairs,
+        "runs_per_block": runs,
+        "blocks": blocks,
+        "ratio_median": statistics.median(b["juru"] / b["bare"] for b in blocks),
+    }
+
+
 async def measure(peer: Peer, quick: bool) -> dict[str, Any]:
     concurrency, warmup, window, runs = levels(quick)
     one = await sequential(peer, runs)
@@ -175,23 +208,27 @@ async def saver(kind: str, folder: Path) -> AsyncIterator[Any]:
         yield db
 
 
+@contextlib.asynccontextmanager
+async def bare_peer(kind: str, model: FakeModel, folder: Path) -> AsyncIterator[Peer]:
+    """The graph in this process on LangGraph's `kind` saver, against `model`."""
+    async with saver(kind, folder) as checkpointer:
+        graph = build_react_graph(model.base_url, "bench").copy({"checkpointer": checkpointer})
+
+        async def one_run() -> None:
+            config = {"configurable": {"thread_id": uuid.uuid4().hex}}
+            state = await graph.ainvoke({"messages": [HumanMessage("go")]}, config)
+            if state["messages"][-1].content != "done":
+                raise RuntimeError(f"a bare run did not answer: {state['messages'][-1]}")
+
+        yield Peer(one_run, time.process_time, model, in_process=True)
+
+
 async def run_bare(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
     """The graph in-process on LangGraph's savers (`dialect` names the row only)."""
     savers = []
     with fake_model() as (model, workdir):
         for kind in ("sqlite", "memory"):
-            async with saver(kind, workdir) as checkpointer:
-                graph = build_react_graph(model.base_url, "bench").copy(
-                    {"checkpointer": checkpointer}
-                )
-
-                async def one_run(graph: Any = graph) -> None:
-                    config = {"configurable": {"thread_id": uuid.uuid4().hex}}
-                    state = await graph.ainvoke({"messages": [HumanMessage("go")]}, config)
-                    if state["messages"][-1].content != "done":
-                        raise RuntimeError(f"a bare run did not answer: {state['messages'][-1]}")
-
-                peer = Peer(one_run, time.process_time, model, in_process=True)
+            async with bare_peer(kind, model, workdir) as peer:
                 savers.append({"checkpointer": kind, **await measure(peer, quick)})
     return {"scenario": "bare", "db": "in-process", "savers": savers}
 
@@ -236,7 +273,15 @@ async def _playground(dialect: str, quick: bool, durability: str) -> dict[str, A
                     raise RuntimeError(f"a playground turn did not answer: {turn['error']}")
 
             peer = Peer(one_run, bench.server.cpu_seconds, bench.model, bench.database.commits)
-            return {"durability": durability, **await measure(peer, quick)}
+            measured = {"durability": durability, **await measure(peer, quick)}
+            if durability == "exit":
+                folder = Path(tempfile.mkdtemp(prefix="juru-bench-bare-"))
+                try:
+                    async with bare_peer("sqlite", bench.model, folder) as bare:
+                        measured["against_bare"] = await alternating(peer, bare, quick)
+                finally:
+                    shutil.rmtree(folder, ignore_errors=True)
+            return measured
 
 
 async def run_aegra(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
