@@ -13,7 +13,7 @@ from juru.store.usage import ChargeRequest, charges_of_run
 from tests.integration.test_run_engine import OPENAI_MODEL, WEATHER_CALL
 from tests.support.fake_openai import FakeOpenAIServer
 from tests.support.hosted import HostedHarness
-from tests.support.statements import statements_sent
+from tests.support.statements import statements_compiled_each_time, statements_sent
 
 # gpt-4o-mini in the built-in catalog: Rupiah per million tokens.
 MINI_INPUT, MINI_OUTPUT = Decimal(2475), Decimal(9900)
@@ -141,9 +141,13 @@ async def test_a_step_written_twice_charges_its_model_call_once(hosted: HostedHa
         charges=[call],
     )
     written = []
-    with statements_sent(lambda statement: "usage_charges" in statement) as writing:
+    with (
+        statements_sent(lambda statement: "usage_charges" in statement) as writing,
+        statements_compiled_each_time() as compiled,
+    ):
         for _ in range(2):
             written.append(await record_step(engine, step, PriceRules()))
+    assert compiled == []  # every statement of the step's write is compiled once
     assert written == [True, True]
     cost = mini_price(1000, 100)
     charges = await charges_of_run(engine, run["id"])

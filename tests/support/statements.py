@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Engine, event
+from sqlalchemy.engine.default import NO_CACHE_KEY
 
 
 @contextmanager
@@ -17,6 +18,27 @@ def statements_sent(matches: Callable[[str], bool]) -> Iterator[list[str]]:
 
     def record(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
         if matches(statement):
+            seen.append(statement)
+
+    event.listen(Engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(Engine, "before_cursor_execute", record)
+
+
+@contextmanager
+def statements_compiled_each_time() -> Iterator[list[str]]:
+    """The statements built with SQLAlchemy that it compiled again because they have no cache
+    key (a multi-row VALUES, for one), sent by any engine of this process while the block runs:
+    on the step's path that compiling costs more than the statement."""
+    seen: list[str] = []
+
+    def record(
+        _conn: Any, _cursor: Any, statement: str, _parameters: Any, context: Any, *_: Any
+    ) -> None:
+        compiled = context is not None and context.compiled is not None
+        if compiled and context.cache_hit == NO_CACHE_KEY:
             seen.append(statement)
 
     event.listen(Engine, "before_cursor_execute", record)

@@ -41,9 +41,9 @@ from juru.store.tables import runs
 from juru.store.transactions import Notice, sent_together, write
 from juru.store.transcript import append_transcript
 from juru.store.usage import (
+    CHARGE_WRITTEN,
     ChargeRequest,
     charge_parameters,
-    charges_written,
     price_charge,
     settle,
     write_charge,
@@ -94,22 +94,25 @@ NoticesOf = Callable[[Mapping[str, Any], Sequence[RunEventRecord] | None], Seque
 
 @functools.cache
 def _step_update(
-    sources: tuple[str, ...], columns: tuple[str, ...], add_cost: bool, charges: int = 0
+    sources: tuple[str, ...], columns: tuple[str, ...], add_cost: bool, with_charge: bool = False
 ) -> Any:
     """The step's UPDATE of its run, under the worker's lease, returning the run's state and
-    where its log stands (`run_log.log_tail_columns`); built once per shape. With `charges`
-    (PostgreSQL), the statement also writes the step's ledger rows (`usage.charges_written`),
-    adds the cost of those it wrote to the run's and returns their ids (`charged_ids`)."""
+    where its log stands (`run_log.log_tail_columns`); built once per shape. `with_charge`
+    (PostgreSQL): the statement also writes the step's ledger row (`usage.CHARGE_WRITTEN`),
+    adds its cost to the run's when it was written and returns its id then (`charged_id`)."""
     statement = run_update(
         sources, ("held_by",), columns, add_cost=add_cost, returning=RUN_STATE_COLUMNS
     )
     statement = statement.returning(*log_tail_columns())
-    if not charges:
+    if not with_charge:
         return statement
-    written = charges_written(charges)
-    cost = select(func.coalesce(func.sum(written.c.cost_rupiah), 0)).scalar_subquery()
-    ids = select(func.array_agg(written.c.id)).scalar_subquery().label("charged_ids")
-    return statement.add_cte(written).values(cost_rupiah=runs.c.cost_rupiah + cost).returning(ids)
+    cost = select(func.coalesce(func.sum(CHARGE_WRITTEN.c.cost_rupiah), 0)).scalar_subquery()
+    charged_id = select(CHARGE_WRITTEN.c.id).scalar_subquery().label("charged_id")
+    return (
+        statement.add_cte(CHARGE_WRITTEN)
+        .values(cost_rupiah=runs.c.cost_rupiah + cost)
+        .returning(charged_id)
+    )
 
 
 class _LeaseLost(Exception):
@@ -131,9 +134,9 @@ async def record_step(
 
     def work(connection: Connection) -> None:
         priced = [price_charge(connection, charge, rules, step.tier) for charge in step.charges]
-        # On PostgreSQL the ledger rows go in with the run's UPDATE; on SQLite, one each.
-        with_update = bool(priced) and connection.dialect.name == "postgresql"
-        charges = [] if with_update else [write_charge(connection, charge) for charge in priced]
+        # On PostgreSQL a step's one ledger row goes in with the run's UPDATE; else one each.
+        with_charge = len(priced) == 1 and connection.dialect.name == "postgresql"
+        charges = [] if with_charge else [write_charge(connection, charge) for charge in priced]
         cost = sum((charge.cost for charge in charges), Decimal(0))
         values: dict[str, Any] = {"updated_at": step.now, **step.run_values}
         sources: tuple[str, ...] = ()
@@ -143,18 +146,16 @@ async def record_step(
             values.update(step.status.values, status=step.status.target.value)
             sources = tuple(sorted(source.value for source in step.status.sources))
         guard = RunGuard(held_by=step.worker)
-        in_update = len(priced) if with_update else 0
-        statement = _step_update(sources, tuple(values), bool(cost), in_update)
+        statement = _step_update(sources, tuple(values), bool(cost), with_charge)
         parameters = run_update_parameters(step.run_id, guard, values, cost if cost else None)
-        if with_update:
-            parameters.update(charge_parameters(priced))
+        if with_charge:
+            parameters.update(charge_parameters(priced[0]))
         row = connection.execute(statement, {**parameters, "log_keys": keys}).first()
         if row is None:
             raise _LeaseLost
-        if with_update:
-            written = set(row.charged_ids or ())
-            charges = [charge.taken(charge.id in written) for charge in priced]
-            cost = sum((charge.cost for charge in charges), Decimal(0))
+        if with_charge:
+            charges = [priced[0].taken(row.charged_id is not None)]
+            cost = charges[0].cost
         events = messages + [step_event(number, row.cost_rupiah) for number in step.new_steps]
         # The run's own events: a copy of the others goes up to the ancestors.
         own = [*events, status_event(row._mapping)] if step.status is not None else events

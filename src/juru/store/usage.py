@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -142,32 +141,23 @@ def write_charge(connection: Connection, charge: PricedCharge) -> Charge:
     return charge.taken(bool(inserted.rowcount))
 
 
-@functools.cache
-def charges_written(count: int) -> Any:
-    """PostgreSQL: a data-modifying `WITH` that writes `count` ledger rows (their values the
-    parameters `charge<i>_<column>`, `charge_parameters`), leaving out those whose
-    `charge_key` was taken before; it returns the rows it wrote (`id`, `cost_rupiah`), for
-    the statement it goes with to add up and to return."""
-    rows: list[dict[str, Any]] = [
-        {column.name: bindparam(f"charge{index}_{column.name}") for column in usage_charges.c}
-        for index in range(count)
-    ]
-    return (
-        postgresql_insert(usage_charges)
-        .values(rows)
-        .on_conflict_do_nothing(index_elements=[usage_charges.c.charge_key])
-        .returning(usage_charges.c.id, usage_charges.c.cost_rupiah)
-        .cte("charged")
-    )
+# PostgreSQL: a data-modifying `WITH` that writes one ledger row (its values the parameters
+# `charge_<column>`, `charge_parameters`), unless its `charge_key` was taken before; it returns
+# the row it wrote (`id`, `cost_rupiah`), for the statement it goes with to add up and return.
+# One row only: SQLAlchemy compiles a multi-row VALUES again at every execution (it has no
+# cache key), which costs more than the round trip saved.
+CHARGE_WRITTEN = (
+    postgresql_insert(usage_charges)
+    .values({column.name: bindparam(f"charge_{column.name}") for column in usage_charges.c})
+    .on_conflict_do_nothing(index_elements=[usage_charges.c.charge_key])
+    .returning(usage_charges.c.id, usage_charges.c.cost_rupiah)
+    .cte("charged")
+)
 
 
-def charge_parameters(priced: Sequence[PricedCharge]) -> dict[str, Any]:
-    """The parameters of `charges_written(len(priced))`."""
-    return {
-        f"charge{index}_{column}": value
-        for index, charge in enumerate(priced)
-        for column, value in charge.row.items()
-    }
+def charge_parameters(charge: PricedCharge) -> dict[str, Any]:
+    """The parameters of `CHARGE_WRITTEN`."""
+    return {f"charge_{column}": value for column, value in charge.row.items()}
 
 
 def settle(connection: Connection, charges: Sequence[Charge]) -> None:
