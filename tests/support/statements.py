@@ -14,17 +14,8 @@ from sqlalchemy.engine.default import NO_CACHE_KEY
 def statements_sent(matches: Callable[[str], bool]) -> Iterator[list[str]]:
     """The statements that `matches` accepts, sent by any engine of this process while the
     block runs (on SQLite the store's reads run on the reader threads' own engine)."""
-    seen: list[str] = []
-
-    def record(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-        if matches(statement):
-            seen.append(statement)
-
-    event.listen(Engine, "before_cursor_execute", record)
-    try:
+    with _statements(lambda statement, _context: matches(statement)) as seen:
         yield seen
-    finally:
-        event.remove(Engine, "before_cursor_execute", record)
 
 
 @contextmanager
@@ -32,13 +23,24 @@ def statements_compiled_each_time() -> Iterator[list[str]]:
     """The statements built with SQLAlchemy that it compiled again because they have no cache
     key (a multi-row VALUES, for one), sent by any engine of this process while the block runs:
     on the step's path that compiling costs more than the statement."""
+
+    def uncached(_statement: str, context: Any) -> bool:
+        compiled = context is not None and context.compiled is not None
+        return compiled and context.cache_hit == NO_CACHE_KEY
+
+    with _statements(uncached) as seen:
+        yield seen
+
+
+@contextmanager
+def _statements(accepts: Callable[[str, Any], bool]) -> Iterator[list[str]]:
+    """The statements `accepts` takes (given each with its execution context)."""
     seen: list[str] = []
 
     def record(
         _conn: Any, _cursor: Any, statement: str, _parameters: Any, context: Any, *_: Any
     ) -> None:
-        compiled = context is not None and context.compiled is not None
-        if compiled and context.cache_hit == NO_CACHE_KEY:
+        if accepts(statement, context):
             seen.append(statement)
 
     event.listen(Engine, "before_cursor_execute", record)
