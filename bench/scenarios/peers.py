@@ -165,9 +165,11 @@ async def alternating(juru: Peer, bare: Peer, quick: bool) -> dict[str, Any]:
     blocks: list[dict[str, float]] = []
     for pair in range(pairs):
         order = [("bare", bare), ("juru", juru)]
-        measured = {}
+        measured: dict[str, float] = {}
         for name, peer in order if pair % 2 == 0 else reversed(order):
-            measured[name] = (await sequential(peer, runs, warm_up=False))["cpu_ms_per_step"]
+            block = await sequential(peer, runs, warm_up=False)
+            measured[name] = block["cpu_ms_per_step"]
+            measured[f"{name}_steps"] = block["model_steps"]
         blocks.append(measured)
     return {
         "pairs": pairs,
@@ -177,12 +179,17 @@ async def alternating(juru: Peer, bare: Peer, quick: bool) -> dict[str, Any]:
     }
 
 
-async def measure(peer: Peer, quick: bool) -> dict[str, Any]:
+async def measure(peer: Peer, quick: bool, against: Peer | None = None) -> dict[str, Any]:
+    """The peer one run at a time, then (with `against`) in blocks alternating with that
+    peer's (`alternating`), then under N clients. The alternation comes before the clients:
+    runs of theirs still going after the window would add model steps to its blocks."""
     concurrency, warmup, window, runs = levels(quick)
-    one = await sequential(peer, runs)
+    measured: dict[str, Any] = {"sequential": await sequential(peer, runs)}
+    if against is not None:
+        measured["against_bare"] = await alternating(peer, against, quick)
     rows = [await saturate(peer, level, warmup, window) for level in concurrency]
     return {
-        "sequential": one,
+        **measured,
         "rows": rows,
         "saturation_steps_per_s": max(row["steps_per_s"] for row in rows),
     }
@@ -273,15 +280,14 @@ async def _playground(dialect: str, quick: bool, durability: str) -> dict[str, A
                     raise RuntimeError(f"a playground turn did not answer: {turn['error']}")
 
             peer = Peer(one_run, bench.server.cpu_seconds, bench.model, bench.database.commits)
-            measured = {"durability": durability, **await measure(peer, quick)}
-            if durability == "exit":
-                folder = Path(tempfile.mkdtemp(prefix="juru-bench-bare-"))
-                try:
-                    async with bare_peer("sqlite", bench.model, folder) as bare:
-                        measured["against_bare"] = await alternating(peer, bare, quick)
-                finally:
-                    shutil.rmtree(folder, ignore_errors=True)
-            return measured
+            if durability != "exit":
+                return {"durability": durability, **await measure(peer, quick)}
+            folder = Path(tempfile.mkdtemp(prefix="juru-bench-bare-"))
+            try:
+                async with bare_peer("sqlite", bench.model, folder) as bare:
+                    return {"durability": durability, **await measure(peer, quick, bare)}
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
 
 
 async def run_aegra(dialect: str, quick: bool, out: Path) -> dict[str, Any]:

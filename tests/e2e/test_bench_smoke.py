@@ -296,6 +296,9 @@ def test_peer_scenarios_run_the_same_graph_in_process_and_in_the_playground(
     ratios = [block["juru"] / block["bare"] for block in alternated["blocks"]]
     assert alternated["ratio_median"] == pytest.approx(sum(ratios) / 2)
     assert all(block["juru"] > 0 and block["bare"] > 0 for block in alternated["blocks"])
+    # Each block's model steps are its own runs' (5 a run), none of runs still going before it.
+    steps = alternated["runs_per_block"] * 5
+    assert all(b["juru_steps"] == b["bare_steps"] == steps for b in alternated["blocks"])
     saved = json.loads((tmp_path / "latest.json").read_text())
     targets = {name: value for name, _limit, value, _verdict in report.targets(saved["results"])}
     ratio = targets["Juru playground CPU/step ÷ bare runtime (sqlite saver) CPU/step (sqlite)"]
