@@ -80,10 +80,6 @@ class PricedCharge:
     request: ChargeRequest
     row: dict[str, Any]
 
-    @property
-    def id(self) -> str:
-        return str(self.row["id"])
-
     def taken(self, written: bool) -> Charge:
         """The charge as settled: its cost when its row was written, 0 when its `charge_key`
         was taken before (its hold is given back either way)."""
