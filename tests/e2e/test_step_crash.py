@@ -30,11 +30,13 @@ from tests.support.server import ServerProcess, api_key, free_port
 pytestmark = pytest.mark.e2e
 
 # The first and the last statement of the step's one transaction (store.steps.record_step):
-# after the charge, and inside the transcript insert that precedes the COMMIT. On PostgreSQL
-# the charge goes in the run's UPDATE (a `WITH` before it), so the first and third are one.
+# after the charge, and after the transcript's insert. On PostgreSQL the charge goes in the
+# run's UPDATE (a `WITH` before it), so the first and third are one; and the transcript is a
+# part of the statement that ends the write, with the events and the settlement
+# (`store.joined`).
 CRASH_POINTS = [
     r"^\s*(WITH charged AS\s*\(\s*)?INSERT INTO usage_charges",
-    r"^\s*INSERT INTO thread_messages",
+    r"^\s*(WITH transcript_given AS .*)?INSERT INTO thread_messages",
     # The step's own UPDATE of the run (a claim's sets no step_count).
     r"^(\s*WITH charged AS .*\)\s*)?UPDATE runs SET (status=\S+, )?step_count",
 ]

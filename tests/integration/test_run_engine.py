@@ -1007,7 +1007,12 @@ class TestLargeInputs:
         rows_per_statement: list[int] = []
 
         def count(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
-            if statement.lstrip().upper().startswith("INSERT INTO THREAD_MESSAGES"):
+            if "INSERT INTO thread_messages" not in statement:
+                return
+            if isinstance(parameters, dict) and "transcript_ids" in parameters:
+                # A part of a joined statement (PostgreSQL: `store.joined`): rows as arrays.
+                rows_per_statement.append(len(parameters["transcript_ids"]))
+            else:
                 rows_per_statement.append(len(parameters) if isinstance(parameters, list) else 1)
 
         agent = await hosted.create_agent()

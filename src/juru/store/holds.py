@@ -5,8 +5,9 @@ concurrent calls can never spend more than the balance, and settled when the cal
 taking a hold one conditional UPDATE (atomic on both databases), the rows let a hold be settled
 once and let the holds of a process that died be released when they expire.
 
-On PostgreSQL a hold's row and the account's update are one statement (a data-modifying `WITH`)
-when a hold is taken and when holds are given back, with or without a debit; on SQLite, two.
+On PostgreSQL a hold's row and the account's update are one statement (a data-modifying `WITH`,
+joined with the rest of its write's where it can be: `store.joined`) when a hold is taken and
+when holds are given back, with or without a debit; on SQLite, two.
 """
 
 from __future__ import annotations
@@ -17,19 +18,10 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import (
-    Connection,
-    String,
-    bindparam,
-    delete,
-    func,
-    insert,
-    literal,
-    select,
-    update,
-)
+from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
 
 from juru.store.database import Database
+from juru.store.joined import JoinedSql, Part, write_parts
 from juru.store.tables import accounts, balance_holds
 from juru.store.transactions import write
 from juru.store.types import Money, UtcDateTime
@@ -75,39 +67,52 @@ _DEBIT = (
 )
 
 
-def _take_in_one_statement() -> Any:
-    """PostgreSQL: the conditional UPDATE of the account, and the hold's row inserted only
-    when it set the amount aside (the row it returns is the answer)."""
-    reserved = _TAKE.returning(accounts.c.id).cte("reserved")
-    row = select(
-        bindparam("hold_id", type_=String()),
-        reserved.c.id,
-        bindparam("amount", type_=Money()),
-        bindparam("hold_what", type_=String()),
-        bindparam("hold_run", type_=String()),
+# PostgreSQL, as parts of a joined statement (`store.joined`): the conditional UPDATE of the
+# account and the hold's row, inserted only when the UPDATE set the amount aside; the holds'
+# rows deleted and the account debited (its holds' amounts those of the rows deleted).
+TAKE = JoinedSql(
+    frozenset({"accounts", "balance_holds"}),
+    (
+        """hold_reserved AS (
+            UPDATE accounts SET held_rupiah = accounts.held_rupiah + :hold_amount
+            WHERE accounts.id = CAST(:hold_account AS text)
+                AND accounts.balance_rupiah - accounts.held_rupiah >= :hold_amount
+            RETURNING accounts.id
+        )""",
+        """hold_written AS (
+            INSERT INTO balance_holds
+                (id, account_id, amount_rupiah, what, run_id, created_at, expires_at)
+            SELECT CAST(:hold_id AS text), hold_reserved.id, :hold_amount,
+                CAST(:hold_what AS text), CAST(:hold_run AS text), :hold_created, :hold_expires
+            FROM hold_reserved
+            RETURNING balance_holds.id
+        )""",
+    ),
+    returns=("EXISTS (SELECT FROM hold_written) AS hold_taken",),
+    types=(
+        bindparam("hold_amount", type_=Money()),
         bindparam("hold_created", type_=UtcDateTime()),
         bindparam("hold_expires", type_=UtcDateTime()),
-    ).select_from(reserved)
-    return (
-        insert(balance_holds)
-        .from_select(
-            ["id", "account_id", "amount_rupiah", "what", "run_id", "created_at", "expires_at"],
-            row,
-        )
-        .returning(balance_holds.c.id)
-    )
-
-
-def _debit_in_one_statement() -> Any:
-    """PostgreSQL: the holds' rows deleted and the account debited in one statement (its
-    holds' amounts those of the rows it deleted)."""
-    removed = _REMOVE.cte("removed")
-    released = select(func.coalesce(func.sum(removed.c.amount_rupiah), literal(0)))
-    return _DEBIT.values(held_rupiah=accounts.c.held_rupiah - released.scalar_subquery())
-
-
-_TAKE_AT_ONCE = _take_in_one_statement()
-_DEBIT_AT_ONCE = _debit_in_one_statement()
+    ),
+)
+DEBIT = JoinedSql(
+    frozenset({"accounts", "balance_holds"}),
+    (
+        """debit_released AS (
+            DELETE FROM balance_holds
+            WHERE balance_holds.id = ANY(CAST(:debit_holds AS text[]))
+            RETURNING balance_holds.amount_rupiah
+        )""",
+        """debit_account AS (
+            UPDATE accounts SET
+                balance_rupiah = accounts.balance_rupiah - :debit_cost,
+                held_rupiah = accounts.held_rupiah
+                    - (SELECT coalesce(sum(amount_rupiah), 0) FROM debit_released)
+            WHERE accounts.id = CAST(:debit_account AS text)
+        )""",
+    ),
+    types=(bindparam("debit_cost", type_=Money()),),
+)
 
 
 def _insert_hold(connection: Connection, hold: Hold) -> None:
@@ -132,22 +137,28 @@ def take_hold(connection: Connection, hold: Hold) -> bool:
     This locks the account's row until the commit, and every write of the account's runs
     waits for it (on PostgreSQL): a transaction touches the account last, so the lock is
     held for the commit only, not for its other statements."""
-    if connection.dialect.name == "postgresql":
-        # Not named as columns: SQLAlchemy would add those to the UPDATE's SET.
-        parameters = {
-            "hold_id": hold.id,
-            "account_id": hold.account_id,
-            "amount": hold.amount,
-            "hold_what": hold.what,
-            "hold_run": hold.run_id,
-            "hold_created": hold.created_at,
-            "hold_expires": hold.expires_at,
-        }
-        return connection.execute(_TAKE_AT_ONCE, parameters).first() is not None
-    taken = connection.execute(_TAKE, {"account_id": hold.account_id, "amount": hold.amount})
-    if taken.rowcount:
-        _insert_hold(connection, hold)
-    return bool(taken.rowcount)
+    return bool(write_parts(connection, [hold_part(hold)])["hold_taken"])
+
+
+def hold_part(hold: Hold) -> Part:
+    """`take_hold` as a part of a joined write (`store.joined`), its result `hold_taken`."""
+
+    def alone(connection: Connection) -> dict[str, Any]:
+        taken = connection.execute(_TAKE, {"account_id": hold.account_id, "amount": hold.amount})
+        if taken.rowcount:
+            _insert_hold(connection, hold)
+        return {"hold_taken": bool(taken.rowcount)}
+
+    parameters = {
+        "hold_id": hold.id,
+        "hold_account": hold.account_id,
+        "hold_amount": hold.amount,
+        "hold_what": hold.what,
+        "hold_run": hold.run_id,
+        "hold_created": hold.created_at,
+        "hold_expires": hold.expires_at,
+    }
+    return Part(TAKE, parameters, alone)
 
 
 def debit(
@@ -156,18 +167,28 @@ def debit(
     """Take `cost` off the account's balance and give back the holds `hold_ids` (deleting
     their rows: a hold settled or released before gives back nothing), as the account's
     last statement in the transaction (`take_hold` on its lock)."""
+    write_parts(connection, [debit_part(account_id, cost, hold_ids)])
+
+
+def debit_part(account_id: str, cost: Decimal, hold_ids: Sequence[str] = ()) -> Part | None:
+    """`debit` as a part of a joined write (`store.joined`); None when there is nothing to
+    debit or give back."""
     if not cost and not hold_ids:
-        return
-    parameters: dict[str, Any] = {"account_id": account_id, "cost": cost}
-    if not hold_ids:
-        connection.execute(_DEBIT, {**parameters, "released": 0})
-    elif connection.dialect.name == "postgresql":
-        connection.execute(_DEBIT_AT_ONCE, {**parameters, "hold_ids": list(hold_ids)})
-    else:
+        return None
+
+    def alone(connection: Connection) -> dict[str, Any]:
+        parameters: dict[str, Any] = {"account_id": account_id, "cost": cost}
+        if not hold_ids:
+            connection.execute(_DEBIT, {**parameters, "released": 0})
+            return {}
         removed = connection.execute(_REMOVE, {"hold_ids": list(hold_ids)}).all()
         released = sum((Decimal(row[0]) for row in removed), Decimal(0))
         if cost or released:
             connection.execute(_DEBIT, {**parameters, "released": released})
+        return {}
+
+    parameters = {"debit_account": account_id, "debit_cost": cost, "debit_holds": list(hold_ids)}
+    return Part(DEBIT, parameters, alone)
 
 
 def release_in(connection: Connection, account_id: str, hold_id: str) -> None:

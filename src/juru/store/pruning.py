@@ -16,6 +16,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from sqlalchemy import Connection, text
 
 from juru.store.database import Database
+from juru.store.joined import JoinedSql, Part, write_parts
 from juru.store.transactions import write
 
 # LangGraph's SQLite saver: `checkpoints` and their pending `writes`.
@@ -23,44 +24,73 @@ _SQLITE_LATEST = (
     "SELECT checkpoint_ns, MAX(checkpoint_id) FROM checkpoints WHERE thread_id = :thread "
     "GROUP BY checkpoint_ns"
 )
-_SQLITE_KEEP_LATEST = (
-    "DELETE FROM writes WHERE thread_id = :thread "
-    f"AND (checkpoint_ns, checkpoint_id) NOT IN ({_SQLITE_LATEST})",
-    "DELETE FROM checkpoints WHERE thread_id = :thread "
-    f"AND (checkpoint_ns, checkpoint_id) NOT IN ({_SQLITE_LATEST})",
-)
+_SQLITE_KEEP_LATEST = [
+    text(
+        "DELETE FROM writes WHERE thread_id = :thread "
+        f"AND (checkpoint_ns, checkpoint_id) NOT IN ({_SQLITE_LATEST})"
+    ),
+    text(
+        "DELETE FROM checkpoints WHERE thread_id = :thread "
+        f"AND (checkpoint_ns, checkpoint_id) NOT IN ({_SQLITE_LATEST})"
+    ),
+]
 # LangGraph's PostgreSQL saver also keeps channel values in `checkpoint_blobs`, by channel and
-# version: a blob stays while the checkpoint left refers to it. One statement (its parts see
-# one snapshot, so the blobs kept are those the latest checkpoints refer to), not three: the
-# step's write that runs it is on the step path.
-_POSTGRES_KEEP_LATEST = (
-    "WITH latest AS ("
-    "SELECT checkpoint_ns, MAX(checkpoint_id) AS checkpoint_id FROM checkpoints "
-    "WHERE thread_id = :thread GROUP BY checkpoint_ns), "
-    "dropped_writes AS (DELETE FROM checkpoint_writes WHERE thread_id = :thread "
-    "AND checkpoint_id <> (SELECT latest.checkpoint_id FROM latest "
-    "WHERE latest.checkpoint_ns = checkpoint_writes.checkpoint_ns)), "
-    "dropped_checkpoints AS (DELETE FROM checkpoints WHERE thread_id = :thread "
-    "AND checkpoint_id <> (SELECT latest.checkpoint_id FROM latest "
-    "WHERE latest.checkpoint_ns = checkpoints.checkpoint_ns)) "
-    "DELETE FROM checkpoint_blobs WHERE thread_id = :thread AND NOT EXISTS ("
-    "SELECT 1 FROM checkpoints kept JOIN latest "
-    "ON latest.checkpoint_ns = kept.checkpoint_ns AND latest.checkpoint_id = kept.checkpoint_id "
-    "WHERE kept.thread_id = :thread AND kept.checkpoint_ns = checkpoint_blobs.checkpoint_ns "
-    "AND kept.checkpoint -> 'channel_versions' ->> checkpoint_blobs.channel "
-    "= checkpoint_blobs.version)",
+# version: a blob stays while the checkpoint left refers to it. A part of a joined statement
+# (`store.joined`; its entries see one snapshot, so the blobs kept are those the latest
+# checkpoints refer to), not three statements: the step's write that runs it is on the step
+# path.
+KEEP_LATEST = JoinedSql(
+    frozenset({"checkpoints", "checkpoint_writes", "checkpoint_blobs"}),
+    (
+        """prune_latest AS (
+            SELECT checkpoint_ns, MAX(checkpoint_id) AS checkpoint_id FROM checkpoints
+            WHERE thread_id = CAST(:prune_thread AS text) GROUP BY checkpoint_ns
+        )""",
+        """prune_writes AS (
+            DELETE FROM checkpoint_writes
+            WHERE thread_id = CAST(:prune_thread AS text) AND checkpoint_id <> (
+                SELECT prune_latest.checkpoint_id FROM prune_latest
+                WHERE prune_latest.checkpoint_ns = checkpoint_writes.checkpoint_ns
+            )
+        )""",
+        """prune_checkpoints AS (
+            DELETE FROM checkpoints
+            WHERE thread_id = CAST(:prune_thread AS text) AND checkpoint_id <> (
+                SELECT prune_latest.checkpoint_id FROM prune_latest
+                WHERE prune_latest.checkpoint_ns = checkpoints.checkpoint_ns
+            )
+        )""",
+        """prune_blobs AS (
+            DELETE FROM checkpoint_blobs
+            WHERE thread_id = CAST(:prune_thread AS text) AND NOT EXISTS (
+                SELECT 1 FROM checkpoints AS kept JOIN prune_latest
+                    ON prune_latest.checkpoint_ns = kept.checkpoint_ns
+                    AND prune_latest.checkpoint_id = kept.checkpoint_id
+                WHERE kept.thread_id = CAST(:prune_thread AS text)
+                    AND kept.checkpoint_ns = checkpoint_blobs.checkpoint_ns
+                    AND kept.checkpoint -> 'channel_versions' ->> checkpoint_blobs.channel
+                        = checkpoint_blobs.version
+            )
+        )""",
+    ),
 )
-_KEEP_LATEST = {
-    "sqlite": [text(statement) for statement in _SQLITE_KEEP_LATEST],
-    "postgresql": [text(statement) for statement in _POSTGRES_KEEP_LATEST],
-}
 
 
 def keep_latest_checkpoints(connection: Connection, thread_id: str) -> None:
     """Inside a write of Juru's: drop every checkpoint of the thread but the latest (per
     namespace), with their writes and the values only they referred to."""
-    for statement in _KEEP_LATEST[connection.dialect.name]:
-        connection.execute(statement, {"thread": thread_id})
+    write_parts(connection, [keep_latest_part(thread_id)])
+
+
+def keep_latest_part(thread_id: str) -> Part:
+    """`keep_latest_checkpoints` as a part of a joined write (`store.joined`)."""
+
+    def alone(connection: Connection) -> dict[str, Any]:
+        for statement in _SQLITE_KEEP_LATEST:
+            connection.execute(statement, {"thread": thread_id})
+        return {}
+
+    return Part(KEEP_LATEST, {"prune_thread": thread_id}, alone)
 
 
 async def prune_checkpoints(engine: Database, thread_id: str) -> None:

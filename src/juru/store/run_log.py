@@ -19,10 +19,11 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from sqlalchemy import Connection, RowMapping, bindparam, delete, exists, func, select, text
+from sqlalchemy import Connection, RowMapping, bindparam, delete, exists, func, select
 
 from juru.core.run_events import RunEventType
 from juru.store.database import Database, dialect_insert
+from juru.store.joined import JoinedSql, Part, write_parts
 from juru.store.tables import run_events, runs
 from juru.store.transactions import Notice, notify, write
 from juru.store.types import UtcDateTime
@@ -124,38 +125,46 @@ def _append_statement(dialect: str) -> Any:
     return statement.on_conflict_do_nothing(index_elements=[run_events.c.run_id, run_events.c.key])
 
 
-# PostgreSQL: the events, given as arrays, appended and the notices sent, in one statement. The
-# events whose key the run's log holds already (a redone step's) are left out before the rest
-# are numbered, each run's after its last id and in the order given: what one row at a time
-# with `ON CONFLICT DO NOTHING` would write. The data-modifying `WITH` runs whether or not a
-# notice is given.
-_APPEND_AND_NOTIFY = text(
-    """
-    WITH given AS (
-        SELECT * FROM unnest(
-            CAST(:run_ids AS text[]), CAST(:types AS text[]),
-            CAST(:keys AS text[]), CAST(:data AS text[])
-        ) WITH ORDINALITY AS given(run_id, type, key, data, position)
-    ), fresh AS (
-        SELECT * FROM given
-        WHERE given.key IS NULL OR NOT EXISTS (
-            SELECT FROM run_events
-            WHERE run_events.run_id = given.run_id AND run_events.key = given.key
-        )
-    ), appended AS (
-        INSERT INTO run_events (run_id, seq, type, key, data, created_at)
-        SELECT
-            fresh.run_id,
-            (SELECT coalesce(max(run_events.seq), 0) FROM run_events
-             WHERE run_events.run_id = fresh.run_id)
-            + row_number() OVER (PARTITION BY fresh.run_id ORDER BY fresh.position),
-            fresh.type, fresh.key, CAST(fresh.data AS json), :created_at
-        FROM fresh
-    )
-    SELECT pg_notify(notice.channel, notice.payload)
-    FROM unnest(CAST(:channels AS text[]), CAST(:payloads AS text[])) AS notice(channel, payload)
-    """
-).bindparams(bindparam("created_at", type_=UtcDateTime()))
+# PostgreSQL: the events, given as arrays, appended and the notices sent, as a part of a joined
+# statement (`store.joined`). The events whose key the run's log holds already (a redone step's)
+# are left out before the rest are numbered, each run's after its last id and in the order
+# given: what one row at a time with `ON CONFLICT DO NOTHING` would write. The notices are sent
+# by an entry that the statement's row counts (an entry nothing reads would not run).
+EVENTS_AND_NOTICES = JoinedSql(
+    frozenset({"run_events"}),
+    (
+        """events_given AS (
+            SELECT * FROM unnest(
+                CAST(:events_run_ids AS text[]), CAST(:events_types AS text[]),
+                CAST(:events_keys AS text[]), CAST(:events_data AS text[])
+            ) WITH ORDINALITY AS given(run_id, type, key, data, position)
+        )""",
+        """events_fresh AS (
+            SELECT * FROM events_given AS given
+            WHERE given.key IS NULL OR NOT EXISTS (
+                SELECT FROM run_events
+                WHERE run_events.run_id = given.run_id AND run_events.key = given.key
+            )
+        )""",
+        """events_appended AS (
+            INSERT INTO run_events (run_id, seq, type, key, data, created_at)
+            SELECT
+                fresh.run_id,
+                (SELECT coalesce(max(run_events.seq), 0) FROM run_events
+                 WHERE run_events.run_id = fresh.run_id)
+                + row_number() OVER (PARTITION BY fresh.run_id ORDER BY fresh.position),
+                fresh.type, fresh.key, CAST(fresh.data AS json), :events_created_at
+            FROM events_fresh AS fresh
+        )""",
+        """events_notices AS (
+            SELECT pg_notify(notice.channel, notice.payload)
+            FROM unnest(CAST(:events_channels AS text[]), CAST(:events_payloads AS text[]))
+                AS notice(channel, payload)
+        )""",
+    ),
+    runs=("(SELECT count(*) FROM events_notices) AS notices_sent",),
+    types=(bindparam("events_created_at", type_=UtcDateTime()),),
+)
 
 
 def append_events(
@@ -180,40 +189,44 @@ def append_to_logs(
     same transaction (PostgreSQL). One statement: on PostgreSQL the events and the notices
     together, on SQLite one execution per row. The caller has updated each run's row in this
     transaction."""
-    if connection.dialect.name == "postgresql":
-        if events or notices:
-            connection.execute(_APPEND_AND_NOTIFY, _arrays(events, notices, now))
-        return
-    notify(connection, notices)
-    if not events:
-        return
-    rows = [
-        {
-            "run_id": run_id,
-            "of_run": run_id,
-            "type": event.type.value,
-            "key": event.key,
-            "data": event.data,
-            "created_at": now,
-        }
-        for run_id, event in events
-    ]
-    connection.execute(_append_statement(connection.dialect.name), rows)
+    write_parts(connection, [events_part(events, now, notices)])
 
 
-def _arrays(
-    events: Sequence[tuple[str, NewRunEvent]], notices: Sequence[Notice], now: datetime
-) -> dict[str, Any]:
-    """The parameters of `_APPEND_AND_NOTIFY`: one array per column."""
-    return {
-        "run_ids": [run_id for run_id, _ in events],
-        "types": [event.type.value for _, event in events],
-        "keys": [event.key for _, event in events],
-        "data": [json.dumps(event.data) for _, event in events],
-        "created_at": now,
-        "channels": [channel for channel, _ in notices],
-        "payloads": [payload for _, payload in notices],
+def events_part(
+    events: Sequence[tuple[str, NewRunEvent]], now: datetime, notices: Sequence[Notice] = ()
+) -> Part | None:
+    """`append_to_logs` as a part of a joined write (`store.joined`); None when there is
+    nothing to append or send."""
+    if not events and not notices:
+        return None
+
+    def alone(connection: Connection) -> dict[str, Any]:
+        notify(connection, notices)
+        if events:
+            rows = [
+                {
+                    "run_id": run_id,
+                    "of_run": run_id,
+                    "type": event.type.value,
+                    "key": event.key,
+                    "data": event.data,
+                    "created_at": now,
+                }
+                for run_id, event in events
+            ]
+            connection.execute(_append_statement(connection.dialect.name), rows)
+        return {}
+
+    parameters = {
+        "events_run_ids": [run_id for run_id, _ in events],
+        "events_types": [event.type.value for _, event in events],
+        "events_keys": [event.key for _, event in events],
+        "events_data": [json.dumps(event.data) for _, event in events],
+        "events_created_at": now,
+        "events_channels": [channel for channel, _ in notices],
+        "events_payloads": [payload for _, payload in notices],
     }
+    return Part(EVENTS_AND_NOTICES, parameters, alone)
 
 
 def log_tail_columns(keyed: bool = True) -> tuple[Any, ...]:

@@ -29,15 +29,16 @@ from sqlalchemy.exc import IntegrityError
 
 from juru.core.states import ACTIVE, RunStatus, check_transition
 from juru.store.database import Database
-from juru.store.holds import Hold, release_in, take_hold
+from juru.store.holds import Hold, debit_part, hold_part
 from juru.store.hosted import page_of
+from juru.store.joined import Part, write_parts
 from juru.store.pages import Page, PageRequest
 from juru.store.records import RunRecord
 from juru.store.run_log import (
     RunEventRecord,
-    append_events,
     append_to_logs,
     appended_records,
+    events_part,
     log_tail_columns,
     status_event,
 )
@@ -45,6 +46,10 @@ from juru.store.run_tree import end_descendants, lock_descendants, withdraw_call
 from juru.store.tables import ACTIVE_RUN_STATUSES, accounts, agents, runs
 from juru.store.transactions import Notice, write
 from juru.store.types import Money
+
+
+def _hold_part(hold: Hold | None) -> Part | None:
+    return None if hold is None else hold_part(hold)
 
 
 class ThreadBusyError(RuntimeError):
@@ -121,9 +126,12 @@ async def _insert_holding(
         if hold is not None:
             row_values.update(hold_id=hold.id, hold_rupiah=hold.amount)
         row = connection.execute(insert(runs).values(row_values).returning(*runs.c)).one()
-        append_events(connection, row.id, [status_event(row._mapping)], row.created_at, notices)
+        created = [(row.id, status_event(row._mapping))]
         # The account's row last: other writes of the account wait for it only to the commit.
-        if hold is not None and not take_hold(connection, hold):
+        # On PostgreSQL the event and the hold go in one statement (`store.joined`).
+        parts = [events_part(created, row.created_at, notices), _hold_part(hold)]
+        written = write_parts(connection, parts)
+        if hold is not None and not written["hold_taken"]:
             row = connection.execute(_WITHOUT_HOLD, {"run_id": row.id}).one()
         return RunRecord.from_row(row._mapping)
 
@@ -313,8 +321,10 @@ async def transition_run(
         notices: Sequence[Notice] = ()
         if notices_of is not None:
             notices = notices_of(appended_records(run_id, [event], row._mapping, now))
-        append_events(connection, run_id, [event], now, notices)
+        logged = events_part([(run_id, event)], now, notices)
         if target.is_terminal:
+            write_parts(connection, [logged])
+            logged = None
             ended = end_descendants(connection, run_id, now)
             if row.parent_run_id is not None:
                 gone = {run_id, *ended}
@@ -322,10 +332,13 @@ async def transition_run(
             if ended_below is not None:
                 ended_below.extend(ended)
         # The account's row last: other writes of the account wait for it only to the commit.
-        if hold is not None and not take_hold(connection, hold):
-            row = connection.execute(_WITHOUT_HOLD, {"run_id": run_id}).one()
+        # On PostgreSQL the event and the hold go in one statement (`store.joined`).
+        parts = [logged, _hold_part(hold)]
         if unclaimed is not None and unclaimed.hold_id is not None:
-            release_in(connection, unclaimed.account_id, unclaimed.hold_id)
+            parts.append(debit_part(unclaimed.account_id, Decimal(0), [unclaimed.hold_id]))
+        written = write_parts(connection, parts)
+        if hold is not None and not written["hold_taken"]:
+            row = connection.execute(_WITHOUT_HOLD, {"run_id": run_id}).one()
         return RunRecord.from_row(row._mapping)
 
     try:

@@ -22,12 +22,13 @@ from juru.core.money import PriceRules
 from juru.core.states import RunStatus, check_transition
 from juru.store.checkpointer import CheckpointSaves, write_saves
 from juru.store.database import Database
-from juru.store.pruning import keep_latest_checkpoints
+from juru.store.joined import write_parts
+from juru.store.pruning import keep_latest_part
 from juru.store.run_log import (
     RunEventRecord,
-    append_events,
     appended_records,
     event_keys,
+    events_part,
     log_tail_columns,
     message_events,
     status_event,
@@ -39,13 +40,13 @@ from juru.store.run_tree import insert_children, pause_ancestors, roll_up
 from juru.store.runs import RunGuard, run_update, run_update_parameters
 from juru.store.tables import runs
 from juru.store.transactions import Notice, sent_together, write
-from juru.store.transcript import append_transcript
+from juru.store.transcript import transcript_part
 from juru.store.usage import (
     CHARGE_WRITTEN,
     ChargeRequest,
     charge_parameters,
     price_charge,
-    settle,
+    settlement_parts,
     write_charge,
 )
 
@@ -168,14 +169,13 @@ async def record_step(
             appended = appended_records(step.run_id, own, row._mapping, step.now)
             notices = notices_of(dict(row._mapping), appended)
         # What follows reads no result, unless the run starts children or pauses the runs
-        # above it: on PostgreSQL it goes out in one round trip instead of one each.
+        # above it: on PostgreSQL it goes out in one round trip instead of one each, and its
+        # last parts in one statement (`store.joined`).
         with sent_together(connection, when=not step.children and not (paused and step.ancestors)):
             # The checkpoint of the pause or end, before the pruning that keeps only it.
             if step.saves is not None:
                 write_saves(connection, step.saves)
-            append_transcript(connection, step.thread_id, step.run_id, step.messages, step.now)
             roll_up(connection, step.ancestors, cost, step.now, events, step.run_id)
-            append_events(connection, step.run_id, own, step.now, notices)
             # A run's own write never ends it with a child still active: the write that starts
             # children gives up the run's lease, and a run with an active child is not claimed.
             if step.children:
@@ -183,11 +183,16 @@ async def record_step(
             if paused is not None:
                 pending = paused.values.get("pending_tool_calls") or []
                 pause_ancestors(connection, step.ancestors, step.run_id, pending, step.now)
-            if step.prune_thread is not None:
-                keep_latest_checkpoints(connection, step.prune_thread)
-            # The account's row last: other writes of the account wait for it only to the
-            # commit.
-            settle(connection, charges)
+            own_events = [(step.run_id, event) for event in own]
+            parts = [
+                transcript_part(step.thread_id, step.run_id, step.messages, step.now),
+                events_part(own_events, step.now, notices),
+                keep_latest_part(step.prune_thread) if step.prune_thread is not None else None,
+                # The account's row last: other writes of the account wait for it only to the
+                # commit.
+                *settlement_parts(charges),
+            ]
+            write_parts(connection, parts)
 
     try:
         await write(engine, work)

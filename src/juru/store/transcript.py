@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -10,11 +11,13 @@ from typing import Any
 from sqlalchemy import Connection, bindparam, func, select
 
 from juru.store.database import Database, dialect_insert
+from juru.store.joined import JoinedSql, Part, write_parts
 from juru.store.pages import Page
 from juru.store.records import TranscriptMessage
 from juru.store.run_log import append_events, message_events
 from juru.store.tables import runs, thread_messages
 from juru.store.transactions import write
+from juru.store.types import UtcDateTime
 
 TRANSCRIPT_FIELDS = ("message_id", "role", "content", "tool_calls", "tool_call_id", "name")
 
@@ -42,20 +45,93 @@ def append_transcript(
     messages: Sequence[dict[str, Any]],
     now: datetime,
 ) -> None:
-    """Append `messages` in order, in one statement (one execution per row, in order)."""
+    """Append `messages` in order, in one statement (on SQLite one execution per row, in
+    order)."""
+    write_parts(connection, [transcript_part(thread_id, run_id, messages, now)])
+
+
+# PostgreSQL: the messages, given as arrays, as a part of a joined statement (`store.joined`):
+# an id the thread holds already (a redone step's) updates its row in place, the others are
+# appended after the thread's last position, in the order given.
+TRANSCRIPT = JoinedSql(
+    frozenset({"thread_messages"}),
+    (
+        """transcript_given AS (
+            SELECT * FROM unnest(
+                CAST(:transcript_ids AS text[]), CAST(:transcript_roles AS text[]),
+                CAST(:transcript_contents AS text[]), CAST(:transcript_tool_calls AS text[]),
+                CAST(:transcript_tool_call_ids AS text[]), CAST(:transcript_names AS text[])
+            ) WITH ORDINALITY AS given(message_id, role, content, tool_calls, tool_call_id,
+                                       name, position)
+        )""",
+        """transcript_known AS (
+            SELECT thread_messages.message_id FROM thread_messages
+            WHERE thread_messages.thread_id = CAST(:transcript_thread AS text)
+                AND thread_messages.message_id IN (SELECT message_id FROM transcript_given)
+        )""",
+        """transcript_appended AS (
+            INSERT INTO thread_messages (thread_id, position, message_id, run_id, role, content,
+                                         tool_calls, tool_call_id, name, created_at)
+            SELECT
+                CAST(:transcript_thread AS text),
+                (SELECT coalesce(max(thread_messages.position), -1) FROM thread_messages
+                 WHERE thread_messages.thread_id = CAST(:transcript_thread AS text))
+                + row_number() OVER (ORDER BY given.position),
+                given.message_id, CAST(:transcript_run AS text), given.role, given.content,
+                CAST(given.tool_calls AS json), given.tool_call_id, given.name,
+                :transcript_created_at
+            FROM transcript_given AS given
+            WHERE given.message_id NOT IN (SELECT message_id FROM transcript_known)
+            ON CONFLICT (thread_id, message_id) DO UPDATE
+                SET content = excluded.content, tool_calls = excluded.tool_calls
+        )""",
+        """transcript_rewritten AS (
+            UPDATE thread_messages
+            SET content = given.content, tool_calls = CAST(given.tool_calls AS json)
+            FROM transcript_given AS given
+            WHERE thread_messages.thread_id = CAST(:transcript_thread AS text)
+                AND thread_messages.message_id = given.message_id
+        )""",
+    ),
+    types=(bindparam("transcript_created_at", type_=UtcDateTime()),),
+)
+
+
+def transcript_part(
+    thread_id: str, run_id: str | None, messages: Sequence[dict[str, Any]], now: datetime
+) -> Part | None:
+    """`append_transcript` as a part of a joined write (`store.joined`); None when there is
+    no message."""
     if not messages:
-        return
-    rows = [
-        {
-            "thread_id": thread_id,
-            "of_thread": thread_id,
-            "run_id": run_id,
-            "created_at": now,
-            **{name: message.get(name) for name in TRANSCRIPT_FIELDS},
-        }
-        for message in messages
-    ]
-    connection.execute(transcript_upsert(connection.dialect.name), rows)
+        return None
+    # One row per id, where it first appears, with its last content (as one row at a time
+    # would leave it).
+    unique: dict[str, dict[str, Any]] = {}
+    for message in messages:
+        unique[message["message_id"]] = {**unique.get(message["message_id"], {}), **message}
+    rows = list(unique.values())
+
+    def alone(connection: Connection) -> dict[str, Any]:
+        shared = {"thread_id": thread_id, "of_thread": thread_id, "run_id": run_id}
+        parameters = [
+            {**shared, "created_at": now, **{name: row.get(name) for name in TRANSCRIPT_FIELDS}}
+            for row in messages
+        ]
+        connection.execute(transcript_upsert(connection.dialect.name), parameters)
+        return {}
+
+    parameters = {
+        "transcript_thread": thread_id,
+        "transcript_run": run_id,
+        "transcript_created_at": now,
+        "transcript_ids": [row["message_id"] for row in rows],
+        "transcript_roles": [row.get("role") for row in rows],
+        "transcript_contents": [row.get("content") for row in rows],
+        "transcript_tool_calls": [json.dumps(row.get("tool_calls")) for row in rows],
+        "transcript_tool_call_ids": [row.get("tool_call_id") for row in rows],
+        "transcript_names": [row.get("name") for row in rows],
+    }
+    return Part(TRANSCRIPT, parameters, alone)
 
 
 async def append_run_messages(

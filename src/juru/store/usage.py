@@ -14,7 +14,8 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from juru.core.ids import new_id
 from juru.core.money import PriceRules, to_micro
 from juru.store.database import Database, dialect_insert
-from juru.store.holds import debit
+from juru.store.holds import debit_part
+from juru.store.joined import Part, write_parts
 from juru.store.run_tree import add_run_cost
 from juru.store.tables import accounts, usage_charges
 from juru.store.transactions import write
@@ -161,14 +162,21 @@ def settle(connection: Connection, charges: Sequence[Charge]) -> None:
     of their ids: `holds.debit`). The account's row stays locked until the commit, and every
     write of the account's runs waits for it (on PostgreSQL): call this last in the
     transaction."""
+    write_parts(connection, settlement_parts(charges))
+
+
+def settlement_parts(charges: Sequence[Charge]) -> list[Part | None]:
+    """`settle` as parts of a joined write (`store.joined`), one per account."""
     costs: dict[str, Decimal] = {}
     holds: dict[str, list[str]] = {}
     for charge in charges:
         costs[charge.account_id] = costs.get(charge.account_id, Decimal(0)) + charge.cost
         if charge.hold_id is not None:
             holds.setdefault(charge.account_id, []).append(charge.hold_id)
-    for account_id in sorted(costs):
-        debit(connection, account_id, costs[account_id], holds.get(account_id, []))
+    return [
+        debit_part(account_id, costs[account_id], holds.get(account_id, []))
+        for account_id in sorted(costs)
+    ]
 
 
 async def record_charge(engine: Database, request: ChargeRequest, rules: PriceRules) -> Decimal:
