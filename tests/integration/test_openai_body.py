@@ -1,4 +1,5 @@
-"""The catalog's OpenAI chat models send the body the SDK would send, without its second pass."""
+"""The catalog's OpenAI chat models send the body the SDK would send, without its second pass,
+and a whole completion's first attempt without the SDK's request path."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ from typing import Any
 
 import openai
 import pytest
+from aiohttp import ClientSession
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import message_chunk_to_message
 from langchain_openai import ChatOpenAI
 
 from juru.models.catalog import ModelCatalog
-from juru.models.openai_body import PlainBodyCompletions, with_plain_bodies
+from juru.models.openai_body import DirectPosts, PlainBodyCompletions, with_plain_bodies
 from tests.conftest import openai_env
 from tests.support.fake_openai import FakeOpenAIServer
 
@@ -44,6 +46,29 @@ async def http_client() -> AsyncIterator[openai.DefaultAsyncHttpxClient]:
     """A connection pool of this test's own (LangChain's default one outlives event loops)."""
     async with openai.DefaultAsyncHttpxClient() as client:
         yield client
+
+
+@pytest.fixture
+async def posts() -> AsyncIterator[DirectPosts]:
+    pool = DirectPosts()
+    yield pool
+    await pool.aclose()
+
+
+@pytest.fixture
+def sdk_posts(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """The bodies `PlainBodyCompletions` hands to the SDK's request path, as it goes on."""
+    handed: list[dict[str, Any]] = []
+    sdk_post = PlainBodyCompletions._sdk_post
+
+    async def counted(
+        self: PlainBodyCompletions, body: dict[str, Any], *args: Any, **kw: Any
+    ) -> Any:
+        handed.append(body)
+        return await sdk_post(self, body, *args, **kw)
+
+    monkeypatch.setattr(PlainBodyCompletions, "_sdk_post", counted)
+    return handed
 
 
 def _sdk_chat_model(
@@ -113,14 +138,125 @@ async def test_request_options_stay_out_of_the_body(
     assert "extra_body" not in sent[0]
 
 
+@pytest.mark.parametrize("direct", [False, True], ids=["sdk-path", "direct"])
 async def test_provider_errors_keep_the_sdks_types(
-    fake_openai: FakeOpenAIServer, http_client: openai.DefaultAsyncHttpxClient
+    fake_openai: FakeOpenAIServer,
+    http_client: openai.DefaultAsyncHttpxClient,
+    posts: DirectPosts,
+    direct: bool,
 ) -> None:
-    juru_model = with_plain_bodies(_sdk_chat_model(fake_openai, http_client, max_retries=0))
+    chat_model = _sdk_chat_model(fake_openai, http_client, max_retries=0)
+    juru_model = with_plain_bodies(chat_model, posts if direct else None)
     fake_openai.script([{"error": {"status": 429, "message": "slow down"}}])
 
-    with pytest.raises(openai.RateLimitError, match="slow down"):
+    with pytest.raises(openai.RateLimitError, match="slow down") as caught:
         await juru_model.ainvoke("hello")
+
+    assert caught.value.status_code == 429
+    assert isinstance(caught.value.body, dict)
+    assert caught.value.body["message"] == "slow down"
+    assert len(fake_openai.requests()) == 1
+
+
+async def test_a_whole_completion_goes_out_without_the_sdks_request_path(
+    fake_openai: FakeOpenAIServer,
+    http_client: openai.DefaultAsyncHttpxClient,
+    posts: DirectPosts,
+    sdk_posts: list[dict[str, Any]],
+) -> None:
+    juru_model = with_plain_bodies(_sdk_chat_model(fake_openai, http_client), posts)
+
+    whole = await _bodies_sent(fake_openai, juru_model, stream=False)
+    assert sdk_posts == []
+    assert isinstance(posts.session(), ClientSession)
+    streamed = await _bodies_sent(fake_openai, juru_model, stream=True)
+
+    assert len(whole) == 2 and whole[0]["tools"] == [LOOKUP_TOOL]
+    assert sdk_posts == streamed  # a streamed call is the SDK's throughout
+
+
+async def test_a_direct_reply_carries_the_providers_headers(
+    fake_openai: FakeOpenAIServer,
+    http_client: openai.DefaultAsyncHttpxClient,
+    posts: DirectPosts,
+    sdk_posts: list[dict[str, Any]],
+) -> None:
+    chat_model = _sdk_chat_model(fake_openai, http_client, include_response_headers=True)
+    juru_model = with_plain_bodies(chat_model, posts)
+    sdk_model = _sdk_chat_model(fake_openai, http_client, include_response_headers=True)
+    fake_openai.script([{"content": "expert"}, {"content": "expert"}])
+
+    reply = await juru_model.ainvoke("hello")
+    sdk_reply = await sdk_model.ainvoke("hello")
+
+    assert reply.content == sdk_reply.content == "expert"
+    headers = reply.response_metadata["headers"]
+    assert headers["content-type"] == "application/json"
+    assert headers.keys() == sdk_reply.response_metadata["headers"].keys()
+    assert sdk_posts == []
+
+
+async def test_a_call_the_sdk_retries_goes_on_through_the_sdk(
+    fake_openai: FakeOpenAIServer,
+    http_client: openai.DefaultAsyncHttpxClient,
+    posts: DirectPosts,
+    sdk_posts: list[dict[str, Any]],
+) -> None:
+    chat_model = _sdk_chat_model(fake_openai, http_client, max_retries=2)
+    juru_model = with_plain_bodies(chat_model, posts)
+    busy = {"status": 503, "message": "busy", "headers": {"retry-after-ms": "1"}}
+    fake_openai.script([{"error": busy}, {"error": busy}, {"content": "at last"}])
+
+    reply = await juru_model.ainvoke("hello")
+
+    assert reply.content == "at last"
+    sent = fake_openai.requests()
+    assert len(sent) == 3  # the direct attempt, then the SDK's two retries
+    assert sent[0] == sent[1] == sent[2]
+    assert sdk_posts == [sent[0]]
+
+    fake_openai.script([{"error": busy}] * 3)
+    with pytest.raises(openai.InternalServerError, match="busy"):
+        await juru_model.ainvoke("hello")
+    assert len(fake_openai.requests()) == 6  # three attempts, as the SDK alone would make
+
+
+async def test_a_refusal_the_sdk_does_not_retry_is_sent_once(
+    fake_openai: FakeOpenAIServer,
+    http_client: openai.DefaultAsyncHttpxClient,
+    posts: DirectPosts,
+    sdk_posts: list[dict[str, Any]],
+) -> None:
+    juru_model = with_plain_bodies(_sdk_chat_model(fake_openai, http_client), posts)
+    fake_openai.script([{"error": {"status": 400, "message": "no such model"}}])
+
+    with pytest.raises(openai.BadRequestError, match="no such model"):
+        await juru_model.ainvoke("hello")
+
+    assert len(fake_openai.requests()) == 1
+    assert sdk_posts == []
+
+
+@pytest.mark.parametrize("direct", [False, True], ids=["sdk-path", "direct"])
+async def test_an_unreachable_provider_is_the_sdks_connection_error(
+    unused_tcp_port: int,
+    http_client: openai.DefaultAsyncHttpxClient,
+    posts: DirectPosts,
+    direct: bool,
+) -> None:
+    chat_model = ChatOpenAI(
+        model="gpt-4o-mini",
+        api_key="test-key",
+        base_url=f"http://127.0.0.1:{unused_tcp_port}/v1",
+        http_async_client=http_client,
+        max_retries=0,
+    )
+    juru_model = with_plain_bodies(chat_model, posts if direct else None)
+
+    with pytest.raises(openai.APIConnectionError) as caught:
+        await juru_model.ainvoke("hello")
+
+    assert str(unused_tcp_port) in str(caught.value.request.url)
 
 
 async def _replies(server: FakeOpenAIServer, model: Any) -> list[AIMessage]:
@@ -189,3 +325,18 @@ async def test_a_streamed_reply_reads_as_the_sdks_would(
     for reply, sdk_reply in zip(replies, expected, strict=True):
         assert reply.usage_metadata is not None and reply.usage_metadata["output_tokens"] > 0
         assert reply.model_dump(exclude={"id"}) == sdk_reply.model_dump(exclude={"id"})
+
+
+@pytest.mark.parametrize("direct", [False, True], ids=["sdk-path", "direct"])
+async def test_a_provider_slower_than_the_timeout_is_the_sdks_timeout_error(
+    fake_openai: FakeOpenAIServer,
+    http_client: openai.DefaultAsyncHttpxClient,
+    posts: DirectPosts,
+    direct: bool,
+) -> None:
+    chat_model = _sdk_chat_model(fake_openai, http_client, timeout=0.05, max_retries=0)
+    juru_model = with_plain_bodies(chat_model, posts if direct else None)
+    fake_openai.script([{"content": "too late"}], latency=1)
+
+    with pytest.raises(openai.APITimeoutError):
+        await juru_model.ainvoke("hello")

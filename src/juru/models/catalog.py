@@ -17,7 +17,7 @@ from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from juru.models.demo import DemoChatModel
-from juru.models.openai_body import with_plain_bodies
+from juru.models.openai_body import DirectPosts, with_plain_bodies
 
 BUILTIN_CATALOG = Path(__file__).with_name("catalog.toml")
 TOKENS_PER_PRICE_UNIT = Decimal(1_000_000)
@@ -122,6 +122,7 @@ class ModelCatalog:
                 raise CatalogError(f"model {model.id}: unknown provider {model.provider!r}")
         self._chat_models: dict[tuple[str, str | None, str | None], BaseChatModel] = {}
         self._openai_http: openai.DefaultAioHttpClient | None = None
+        self._direct_posts = DirectPosts()
 
     def _openai_http_client(self) -> openai.DefaultAioHttpClient:
         # One connection pool for every OpenAI-compatible model of this catalog, closed by
@@ -136,6 +137,7 @@ class ModelCatalog:
     async def aclose(self) -> None:
         """Close the HTTP connections the catalog's chat models opened."""
         self._chat_models.clear()
+        await self._direct_posts.aclose()
         if self._openai_http is not None:
             await self._openai_http.aclose()
             self._openai_http = None
@@ -198,5 +200,6 @@ class ModelCatalog:
                 http_async_client=self._openai_http_client(),
                 # Streamed calls are guarded by `streams.until_silent`, at less cost a chunk.
                 stream_chunk_timeout=None,
-            )
+            ),
+            self._direct_posts,
         )
