@@ -137,8 +137,8 @@ class PlainBodyCompletions(AsyncCompletions):
             ) as answer:
                 content = await answer.read()
                 if 200 <= answer.status < 300:
-                    headers = {name.lower(): value for name, value in answer.headers.items()}
-                    return DirectReply(json.loads(content), headers)
+                    named = {name.lower(): value for name, value in answer.headers.items()}
+                    return DirectReply(json.loads(content), named)
                 response = httpx2.Response(
                     answer.status,
                     headers=list(answer.headers.items()),
