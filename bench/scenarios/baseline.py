@@ -167,8 +167,9 @@ async def cpu_ms_per_call(call: Callable[[], Awaitable[Any]], calls: int) -> flo
 
 async def client_only(base_url: str, calls: int) -> dict[str, float]:
     """CPU per call of ChatOpenAI.ainvoke and of the bare openai client on LangChain's default
-    transport (httpx), and of ChatOpenAI on the SDK's aiohttp transport (Juru's catalog),
-    taken in alternate halves so that a drift of the machine falls on both."""
+    transport (httpx), of ChatOpenAI on the SDK's aiohttp transport, and of Juru's catalog
+    model (its first attempts posted without the SDK's request path), taken in alternate
+    halves so that a drift of the machine falls on both."""
     pools = {"httpx": openai.DefaultAsyncHttpxClient(), "aiohttp": openai.DefaultAioHttpClient()}
     chats = {
         name: ChatOpenAI(
@@ -176,10 +177,13 @@ async def client_only(base_url: str, calls: int) -> dict[str, float]:
         ).bind_tools([TOOL])
         for name, http in pools.items()
     }
+    catalog = ModelCatalog.load()
+    env = {"OPENAI_API_KEY": "bench", "OPENAI_BASE_URL": base_url}
+    chats["juru"] = catalog.chat_model("openai/gpt-4o-mini", env).bind_tools([TOOL])
     bare = openai.AsyncOpenAI(base_url=base_url, api_key="bench", http_client=pools["httpx"])
     messages: Any = [{"role": "user", "content": "go"}]
     tools: Any = [TOOL]
-    measured: dict[str, list[float]] = {"httpx": [], "aiohttp": [], "openai": []}
+    measured: dict[str, list[float]] = {"httpx": [], "aiohttp": [], "juru": [], "openai": []}
     try:
         for _ in range(2):
             for name, chat in chats.items():
@@ -197,10 +201,12 @@ async def client_only(base_url: str, calls: int) -> dict[str, float]:
     finally:
         for http in pools.values():
             await http.aclose()
+        await catalog.aclose()
     mean = {name: sum(values) / len(values) for name, values in measured.items()}
     return {
         "chatopenai_cpu_ms_per_call": mean["httpx"],
         "chatopenai_aiohttp_cpu_ms_per_call": mean["aiohttp"],
+        "juru_catalog_cpu_ms_per_call": mean["juru"],
         "openai_cpu_ms_per_call": mean["openai"],
     }
 

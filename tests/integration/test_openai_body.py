@@ -3,12 +3,14 @@ and a whole completion's first attempt without the SDK's request path."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import openai
 import pytest
-from aiohttp import ClientSession
+from aiohttp import ClientSession, web
+from aiohttp.test_utils import TestServer
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import message_chunk_to_message
 from langchain_openai import ChatOpenAI
@@ -158,21 +160,22 @@ async def test_provider_errors_keep_the_sdks_types(
     assert len(fake_openai.requests()) == 1
 
 
-async def test_a_whole_completion_goes_out_without_the_sdks_request_path(
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+async def test_a_completion_goes_out_without_the_sdks_request_path(
     fake_openai: FakeOpenAIServer,
     http_client: openai.DefaultAsyncHttpxClient,
     posts: DirectPosts,
     sdk_posts: list[dict[str, Any]],
+    stream: bool,
 ) -> None:
     juru_model = with_plain_bodies(_sdk_chat_model(fake_openai, http_client), posts)
 
-    whole = await _bodies_sent(fake_openai, juru_model, stream=False)
+    sent = await _bodies_sent(fake_openai, juru_model, stream=stream)
+
+    assert len(sent) == 2 and sent[0]["tools"] == [LOOKUP_TOOL]
+    assert sent[0]["stream"] is stream
     assert sdk_posts == []
     assert isinstance(posts.session(), ClientSession)
-    streamed = await _bodies_sent(fake_openai, juru_model, stream=True)
-
-    assert len(whole) == 2 and whole[0]["tools"] == [LOOKUP_TOOL]
-    assert sdk_posts == streamed  # a streamed call is the SDK's throughout
 
 
 async def test_a_direct_reply_carries_the_providers_headers(
@@ -196,13 +199,15 @@ async def test_a_direct_reply_carries_the_providers_headers(
     assert sdk_posts == []
 
 
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
 async def test_a_call_the_sdk_retries_goes_on_through_the_sdk(
     fake_openai: FakeOpenAIServer,
     http_client: openai.DefaultAsyncHttpxClient,
     posts: DirectPosts,
     sdk_posts: list[dict[str, Any]],
+    stream: bool,
 ) -> None:
-    chat_model = _sdk_chat_model(fake_openai, http_client, max_retries=2)
+    chat_model = _sdk_chat_model(fake_openai, http_client, max_retries=2, streaming=stream)
     juru_model = with_plain_bodies(chat_model, posts)
     busy = {"status": 503, "message": "busy", "headers": {"retry-after-ms": "1"}}
     fake_openai.script([{"error": busy}, {"error": busy}, {"content": "at last"}])
@@ -310,12 +315,18 @@ async def _streamed_replies(server: FakeOpenAIServer, model: Any) -> list[AIMess
     return replies
 
 
+@pytest.mark.parametrize("direct", [False, True], ids=["sdk-path", "direct"])
 async def test_a_streamed_reply_reads_as_the_sdks_would(
-    fake_openai: FakeOpenAIServer, http_client: openai.DefaultAsyncHttpxClient
+    fake_openai: FakeOpenAIServer,
+    http_client: openai.DefaultAsyncHttpxClient,
+    posts: DirectPosts,
+    direct: bool,
 ) -> None:
     """Each streamed chunk's JSON goes to LangChain as it came, not through the SDK's chunk
     model: the joined message is the same (text, tool calls, usage)."""
-    juru_model = with_plain_bodies(_sdk_chat_model(fake_openai, http_client))
+    juru_model = with_plain_bodies(
+        _sdk_chat_model(fake_openai, http_client), posts if direct else None
+    )
 
     replies = await _streamed_replies(fake_openai, juru_model)
     expected = await _streamed_replies(fake_openai, _sdk_chat_model(fake_openai, http_client))
@@ -340,3 +351,38 @@ async def test_a_provider_slower_than_the_timeout_is_the_sdks_timeout_error(
 
     with pytest.raises(openai.APITimeoutError):
         await juru_model.ainvoke("hello")
+
+
+async def _erring_stream(request: web.Request) -> web.StreamResponse:
+    """A provider that streams one chunk, then an error in a chunk of its own."""
+    answer = web.StreamResponse(headers={"content-type": "text/event-stream"})
+    await answer.prepare(request)
+    first = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+    first["choices"] = [{"index": 0, "delta": {"content": "par"}, "finish_reason": None}]
+    await answer.write(f"data: {json.dumps(first)}\n\n".encode())
+    await answer.write(b'data: {"error": {"message": "the model fell over"}}\n\n')
+    return answer
+
+
+@pytest.mark.parametrize("direct", [False, True], ids=["sdk-path", "direct"])
+async def test_an_error_in_a_streamed_chunk_is_the_sdks_error(
+    http_client: openai.DefaultAsyncHttpxClient, posts: DirectPosts, direct: bool
+) -> None:
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", _erring_stream)
+    async with TestServer(app, host="127.0.0.1") as server:
+        chat_model = ChatOpenAI(
+            model="gpt-4o-mini",
+            api_key="test-key",
+            base_url=str(server.make_url("/v1")),
+            http_async_client=http_client,
+            max_retries=0,
+        )
+        juru_model = with_plain_bodies(chat_model, posts if direct else None)
+        texts = []
+        with pytest.raises(openai.APIError, match="the model fell over") as caught:
+            async for chunk in juru_model.astream("hello"):
+                texts.append(chunk.content)
+
+    assert texts == ["par"]
+    assert caught.value.body == {"message": "the model fell over"}

@@ -12,32 +12,34 @@ and so does each chunk of a streamed one (not a `ChatCompletionChunk`): `ChatOpe
 them as dicts, and would otherwise dump the model it was just given back into one (building
 and dumping it cost about 0.2 ms a call, and as much again for every chunk of a stream).
 
-A whole (not streamed) completion given a `DirectPosts` pool skips the SDK's request path on
-its first attempt: the SDK builds an `httpx` request (URL parsing, header merging, its options
-model) and sends it through `httpx` onto its aiohttp transport, about 0.5 ms of CPU a call
-where posting the same bytes on aiohttp and reading the JSON takes 0.2 (bench/RESULTS.md,
-thirty-first round). The bytes and headers are the SDK's own (its serializer, the headers it
-builds for a first attempt); anything but a 2xx answer is handled as the SDK handles it: a
-refusal raises the SDK's error for its status, and what the SDK retries (a lost connection, a
-timeout, 408, 409, 429, 5xx) waits the SDK's delay and goes on through the SDK's own path with
-one retry fewer. Streamed calls, calls with request options and clients that sign each
-request (a key provider, workload identity) take the SDK's path throughout.
+Given a `DirectPosts` pool, a completion's first attempt also skips the SDK's request path:
+the SDK builds an `httpx` request (URL parsing, header merging, its options model) and sends
+it through `httpx` onto its aiohttp transport, about 0.5 ms of CPU a call where posting the
+same bytes on aiohttp and reading the JSON takes 0.2 (bench/RESULTS.md, thirty-first round).
+The bytes and headers are the SDK's own (its serializer, the headers it builds for a first
+attempt), and a stream is read with the SDK's SSE decoder (`DirectStream`). Anything but a 2xx
+answer is handled as the SDK handles it: a refusal raises the SDK's error for its status, and
+what the SDK retries (a lost connection, a timeout, 408, 409, 429, 5xx) waits the SDK's delay
+and goes on through the SDK's own path with one retry fewer. Calls with request options other
+than the raw-response header, and clients that sign each request (a key provider, workload
+identity), take the SDK's path throughout.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import httpx2
-from openai import APIConnectionError, APITimeoutError, AsyncOpenAI, AsyncStream
+from openai import APIConnectionError, APIError, APITimeoutError, AsyncOpenAI, AsyncStream
 from openai._base_client import make_request_options
 from openai._constants import DEFAULT_CONNECTION_LIMITS, RAW_RESPONSE_HEADER
 from openai._models import FinalRequestOptions, SecurityOptions
+from openai._streaming import SSEDecoder
 from openai._utils._json import openapi_dumps
 from openai.resources.chat.completions import AsyncCompletions
 
@@ -96,12 +98,12 @@ class PlainBodyCompletions(AsyncCompletions):
         options = {name: arguments.pop(name) for name in _REQUEST_OPTIONS if name in arguments}
         stream = bool(arguments.get("stream"))
         wants_raw = options == _RAW_RESPONSE  # `with_raw_response.create`, as `ChatOpenAI` calls
-        if self._posts is None or stream or (options and not wants_raw):
+        if self._posts is None or (options and not wants_raw):
             return await self._sdk_post(arguments, options, stream=stream)
-        answered = await self._post_directly(self._posts, arguments)
+        answered = await self._post_directly(self._posts, arguments, stream=stream)
         if answered is None:  # to be retried: the SDK's path, for the retries left
             retries_left = self._client.max_retries - 1
-            return await self._sdk_post(arguments, options, max_retries=retries_left)
+            return await self._sdk_post(arguments, options, stream=stream, max_retries=retries_left)
         return answered if wants_raw else answered.parse()
 
     async def _sdk_post(
@@ -124,27 +126,32 @@ class PlainBodyCompletions(AsyncCompletions):
             stream_cls=AsyncStream[object],  # each chunk's JSON as it is, for the same reason
         )
 
-    async def _post_directly(self, posts: DirectPosts, body: dict[str, Any]) -> DirectReply | None:
-        """The reply to `body` posted once on `posts`; the SDK's error where the SDK would not
-        retry, or None after the SDK's wait where it would."""
+    async def _post_directly(
+        self, posts: DirectPosts, body: dict[str, Any], *, stream: bool
+    ) -> DirectReply | DirectStream | None:
+        """The reply to `body` posted once on `posts` (its chunks as they come, when streamed);
+        the SDK's error where the SDK would not retry, or None after the SDK's wait where it
+        would."""
         client = self._client
         direct = self._direct or self._first_attempt_request()
         self._direct = direct
         response: httpx2.Response | None = None
         try:
-            async with posts.session().post(
+            answer = await posts.session().post(
                 direct.url, data=openapi_dumps(body), headers=direct.headers, timeout=direct.timeout
-            ) as answer:
+            )
+            if stream and 200 <= answer.status < 300:
+                return DirectStream(answer, direct)
+            async with answer:
                 content = await answer.read()
-                if 200 <= answer.status < 300:
-                    named = {name.lower(): value for name, value in answer.headers.items()}
-                    return DirectReply(json.loads(content), named)
-                response = httpx2.Response(
-                    answer.status,
-                    headers=list(answer.headers.items()),
-                    content=content,
-                    request=direct.request(),
-                )
+            if 200 <= answer.status < 300:
+                return DirectReply(json.loads(content), _named(answer.headers))
+            response = httpx2.Response(
+                answer.status,
+                headers=list(answer.headers.items()),
+                content=content,
+                request=direct.request(),
+            )
         except TimeoutError as error:
             if client.max_retries == 0:
                 raise APITimeoutError(request=direct.request()) from error
@@ -183,14 +190,73 @@ class PlainBodyCompletions(AsyncCompletions):
 
 @dataclass(frozen=True)
 class DirectReply:
-    """A completion posted directly, as `with_raw_response.create` gives it: what `ChatOpenAI`
-    reads of the SDK's raw response (`parse()`, and `headers` named in lower case as there)."""
+    """A whole completion posted directly, as `with_raw_response.create` gives it: what
+    `ChatOpenAI` reads of the SDK's raw response (`parse()`, and `headers` named in lower case
+    as there)."""
 
     body: Any
     headers: Mapping[str, str]
 
     def parse(self) -> Any:
         return self.body
+
+
+class DirectStream:
+    """A streamed completion posted directly: each chunk's JSON as the SDK's
+    `AsyncStream[object]` gives it, read with the SDK's own SSE decoder, an `error` in a chunk
+    raised as the SDK raises it, the connection given back at the end or on `close`. As
+    `with_raw_response.create` gives it, it is also its own `parse()`."""
+
+    def __init__(self, answer: aiohttp.ClientResponse, direct: _DirectRequest) -> None:
+        self.headers = _named(answer.headers)
+        self._answer = answer
+        self._direct = direct
+        self._chunks = self._read()
+
+    def parse(self) -> DirectStream:
+        return self
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self._chunks
+
+    async def __aenter__(self) -> DirectStream:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._chunks.aclose()
+        self._answer.release()
+
+    async def _read(self) -> AsyncGenerator[Any, None]:
+        try:
+            async for event in SSEDecoder().aiter_bytes(self._answer.content.iter_any()):
+                if event.data.startswith("[DONE]"):
+                    await self._answer.read()  # the rest, so that the connection is reused
+                    return
+                data = event.json()
+                if isinstance(data, dict) and data.get("error"):
+                    raise _stream_error(data["error"], self._direct.request())
+                yield data
+        except TimeoutError as error:
+            raise APITimeoutError(request=self._direct.request()) from error
+        except aiohttp.ClientError as error:
+            raise APIConnectionError(request=self._direct.request()) from error
+        finally:
+            self._answer.release()
+
+
+def _stream_error(error: Any, request: httpx2.Request) -> APIError:
+    """The SDK's error for an `error` sent in a stream's chunk."""
+    message = error.get("message") if isinstance(error, dict) else None
+    if not message or not isinstance(message, str):
+        message = "An error occurred during streaming"
+    return APIError(message=message, request=request, body=error)
+
+
+def _named(headers: Mapping[str, str]) -> dict[str, str]:
+    return {name.lower(): value for name, value in headers.items()}
 
 
 class _DirectRequest:
