@@ -24,7 +24,18 @@ PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("langchain", ("/langchain_core/", "/langchain_openai/", "/langsmith/")),
     (
         "openai client + HTTP pool",
-        ("/openai/", "/httpx/", "/httpx2/", "/httpcore/", "/httpcore2/", "/h11/"),
+        # aiohttp: the SDK's transport, and the pool Juru's model calls are posted on directly.
+        (
+            "/openai/",
+            "/httpx/",
+            "/httpx2/",
+            "/httpcore/",
+            "/httpcore2/",
+            "/h11/",
+            "/aiohttp/",
+            "/yarl/",
+            "/multidict/",
+        ),
     ),
     ("database", ("/sqlalchemy/", "/aiosqlite/", "/sqlite3/", "/psycopg/", "/psycopg_pool/")),
     ("HTTP server", ("/uvicorn/", "/starlette/", "/fastapi/", "/httptools/")),

@@ -115,10 +115,12 @@ def test_profile_charges_the_innermost_known_part() -> None:
             "run (/x/uvicorn/server.py:1);Runner.run (/usr/lib/asyncio/runners.py:118) 4",
             "run (/x/uvicorn/server.py:1);Runner.run (/usr/lib/asyncio/runners.py:118);"
             "step (/usr/lib/asyncio/tasks.py:9);get (/x/juru/store/runs.py:1) 5",
+            "run (/x/uvicorn/server.py:1);create (/x/juru/models/openai_body.py:7);"
+            "post (/x/aiohttp/client.py:8) 6",
         ]
     )
     assert attribute(collapsed) == {
-        "openai client + HTTP pool": 3,
+        "openai client + HTTP pool": 9,
         "checkpointer": 2,
         "database": 1,
         "event loop + other": 4,
