@@ -1,5 +1,5 @@
 """The catalog's OpenAI chat models send the body the SDK would send, without its second pass,
-and a whole completion's first attempt without the SDK's request path."""
+and a completion's first attempt (whole or streamed) without the SDK's request path."""
 
 from __future__ import annotations
 

@@ -56,8 +56,8 @@ _AIOHTTPS_OWN_HEADERS = {"accept-encoding", "connection", "host", "content-lengt
 
 
 class DirectPosts:
-    """The aiohttp connection pool of whole chat completions posted directly, opened at the
-    first call (inside the event loop, as aiohttp wants) with the SDK's own limits."""
+    """The aiohttp connection pool of chat completions posted directly, opened at the first
+    call (inside the event loop, as aiohttp wants) with the SDK's own limits."""
 
     def __init__(self) -> None:
         self._session: aiohttp.ClientSession | None = None
@@ -80,8 +80,9 @@ class DirectPosts:
 class PlainBodyCompletions(AsyncCompletions):
     """`AsyncOpenAI.chat.completions` whose `create` posts its keyword arguments as the body.
 
-    Only `create` changes; `with_raw_response.create` goes through it: a whole completion
-    posted directly comes back as a `DirectReply`, anything else as the SDK's raw response.
+    Only `create` changes; `with_raw_response.create` goes through it: a completion posted
+    directly comes back as a `DirectReply` (whole) or a `DirectStream` (streamed), one that
+    took the SDK's path as the SDK's raw response.
     """
 
     def __init__(self, client: AsyncOpenAI, posts: DirectPosts | None = None) -> None:
@@ -259,11 +260,13 @@ def _named(headers: Mapping[str, str]) -> dict[str, str]:
     return {name.lower(): value for name, value in headers.items()}
 
 
+@dataclass(frozen=True)
 class _DirectRequest:
-    def __init__(self, url: str, headers: dict[str, str], timeout: aiohttp.ClientTimeout) -> None:
-        self.url = url
-        self.headers = headers
-        self.timeout = timeout
+    """What a first attempt sends, as the SDK builds it for a chat model's client."""
+
+    url: str
+    headers: dict[str, str]
+    timeout: aiohttp.ClientTimeout
 
     def request(self) -> httpx2.Request:
         """The request as the SDK's errors carry it."""
