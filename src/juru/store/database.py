@@ -19,6 +19,7 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
+from psycopg import _queries as psycopg_queries
 from sqlalchemy import Connection, Engine, Executable, RowMapping, Table, create_engine, event, text
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
@@ -170,6 +171,25 @@ POSTGRES_WRITERS = 4
 POSTGRES_READERS = 8
 # Uses of a statement on a PostgreSQL connection before psycopg prepares it on the server.
 PREPARE_AFTER = 5
+# The longest statement text whose conversion psycopg keeps (see `keep_long_conversions`).
+CONVERTED_STATEMENT_BYTES = 16 * 1024
+
+
+def keep_long_conversions() -> None:
+    """Have psycopg keep the conversion of statements up to `CONVERTED_STATEMENT_BYTES` long.
+
+    psycopg turns a statement's `%(name)s` placeholders into `$1`, `$2` at each execution (on
+    a prepared statement too: the converted text names it) and keeps the result in a cache of
+    128 texts, but only for a text of up to 4 KiB: longer ones, which ORMs build with varying
+    numbers of rows, would crowd the cache out. Juru's statements are fixed texts, built once,
+    and a model step's joined write (`store.joined`) is longer than 4 KiB: psycopg parsed its
+    5.6 KB with regular expressions again at every execution (0.06 ms of CPU each, about one a
+    step). The limit is a constant of psycopg's module, read at each execution; the statements
+    of the step path are checked to be converted once (`tests/integration/test_statement_cache.py`).
+    """
+    psycopg_queries.MAX_CACHED_STATEMENT_LENGTH = max(
+        psycopg_queries.MAX_CACHED_STATEMENT_LENGTH, CONVERTED_STATEMENT_BYTES
+    )
 
 
 def open_database(
@@ -211,6 +231,7 @@ def open_database(
     # trip instead of three (BEGIN, the query, ROLLBACK); at READ COMMITTED each statement of a
     # transaction took a snapshot of its own anyway, so a read of several queries sees what it
     # saw before.
+    keep_long_conversions()
     writer_engine, reader_engine = (
         create_engine(
             database.sync_url(),
