@@ -16,18 +16,25 @@ from tests.support.hosted import HostedHarness
 from tests.support.statements import statements_compiled_each_time
 
 
+async def pay_for_a_run_that_pauses_twice(
+    hosted: HostedHarness, fake_openai: FakeOpenAIServer
+) -> None:
+    """A paid run of three model steps, answered at each of its two pauses."""
+    fake_openai.script([WEATHER_CALL, WEATHER_CALL, {"content": "Sunny."}])
+    run = await hosted.new_run(model_id=OPENAI_MODEL)
+    await hosted.work()
+    for _ in range(2):
+        await hosted.answer(await hosted.get_run(run["id"]))
+        await hosted.work()
+    done = await hosted.get_run(run["id"])
+    assert done["status"] == "succeeded" and done["step_count"] == 3
+
+
 async def test_a_paid_run_that_pauses_sends_only_statements_compiled_once(
     hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
 ) -> None:
-    fake_openai.script([WEATHER_CALL, WEATHER_CALL, {"content": "Sunny."}])
     with statements_compiled_each_time() as compiled:
-        run = await hosted_openai.new_run(model_id=OPENAI_MODEL)
-        await hosted_openai.work()
-        for _ in range(2):
-            await hosted_openai.answer(await hosted_openai.get_run(run["id"]))
-            await hosted_openai.work()
-        done = await hosted_openai.get_run(run["id"])
-    assert done["status"] == "succeeded" and done["step_count"] == 3
+        await pay_for_a_run_that_pauses_twice(hosted_openai, fake_openai)
     assert compiled == []
 
 
@@ -50,12 +57,5 @@ async def test_psycopg_converts_each_statement_of_a_paid_run_that_pauses_once(
 
     # The conversion psycopg does not keep; the one it keeps wraps the original function.
     monkeypatch.setattr(psycopg_queries, "_query2pg_nocache", record)
-    fake_openai.script([WEATHER_CALL, WEATHER_CALL, {"content": "Sunny."}])
-    run = await hosted_openai.new_run(model_id=OPENAI_MODEL)
-    await hosted_openai.work()
-    for _ in range(2):
-        await hosted_openai.answer(await hosted_openai.get_run(run["id"]))
-        await hosted_openai.work()
-    done = await hosted_openai.get_run(run["id"])
-    assert done["status"] == "succeeded" and done["step_count"] == 3
+    await pay_for_a_run_that_pauses_twice(hosted_openai, fake_openai)
     assert [query[:60] for query in converted_each_time] == []
