@@ -227,6 +227,46 @@ def test_the_floors_of_a_step_that_keeps_its_outputs_pair_each_saver_with_its_da
     assert report.kept_floors({"rows": rows}) == []
 
 
+def test_a_missed_overhead_target_names_the_floor_measured_in_the_same_sitting() -> None:
+    kept = {
+        "sqlite": {"cpu_ms": 2.0, "wall_ms": 3.0},
+        "postgresql": {"cpu_ms": 2.5, "wall_ms": 4.0},
+    }
+    baseline = {
+        "scenario": "baseline",
+        "db": "in-process",
+        "rows": BASELINE_ROWS,
+        "model_latency_s": 0.2,
+        "http_step_kept": kept,
+    }
+
+    def overhead(db: str, cpu: float, ratio: float) -> dict[str, Any]:
+        return {
+            "scenario": "overhead",
+            "db": db,
+            "server_cpu_ms_per_step": cpu,
+            "ratio_median": ratio,
+        }
+
+    # Floors (kept_floors): SQLite 11.5 ms and 1.065 (over its 1.06 limit), PostgreSQL 13.0 ms
+    # and 1.08 (at its limit, so still reachable).
+    results = [overhead("sqlite", 14.0, 1.07), overhead("postgresql", 19.0, 1.09), baseline]
+    verdicts = {name: verdict for name, _limit, _value, verdict in report.targets(results)}
+    assert verdicts["server CPU per model step (sqlite)"] == "met"
+    assert verdicts["e2e ÷ model time (sqlite)"] == (
+        "missed: the floor on this machine, 1.065, is above the limit"
+    )
+    assert verdicts["server CPU per model step (postgresql)"] == (
+        "missed: 6.0 above the floor on this machine, 13.0"
+    )
+    assert verdicts["e2e ÷ model time (postgresql)"] == (
+        "missed: 0.010 above the floor on this machine, 1.080"
+    )
+    # Without the baseline in the sitting, no floor to name.
+    alone = {name: verdict for name, _limit, _value, verdict in report.targets(results[:2])}
+    assert alone["e2e ÷ model time (sqlite)"] == "missed"
+
+
 def test_overhead_scenario_quick(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(overhead, "LATENCY", 0.05)  # the scenario's path, at a quarter of the wait
     assert (
