@@ -34,6 +34,7 @@ SCENARIOS: dict[str, Scenario] = {
     "playground": peers.run_playground,
     "aegra": peers.run_aegra,
     "streams": streams.run,
+    "census": overhead.census,
 }
 # Scenarios that do not run once per Juru database: the name of their one row.
 SINGLE = {"baseline": "in-process", "bare": "in-process", "aegra": "postgresql"}

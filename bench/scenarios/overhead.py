@@ -163,6 +163,38 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
     }
 
 
+async def census(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
+    """The SQL census on a server of its own (`bench/sql_census.py` counts every statement,
+    which weighs on the CPU figures, so the overhead scenario's server runs without it unless
+    JURU_BENCH_SQL=1): statements by verb and table per model step, over runs driven as the
+    overhead scenario drives them. The counts do not depend on the machine's speed, so a few
+    runs are enough."""
+    runs = 5
+    env = {"JURU_BENCH_SQL": "1"}
+    with stack(dialect, latency=LATENCY, tool_calls=STEPS_PER_RUN - 1, env=env) as bench:
+        api = Api(bench.server.base_url, bench.key, connections=8)
+        try:
+            agent = await api.create_agent()
+            threads = [await api.create_thread(agent) for _ in range(runs)]
+            await warm_every_worker(api, agent, bench)
+            counted = Driving(answer_waits=True)
+            await counted.block(api, bench, threads, database=True)
+        finally:
+            await api.aclose()
+    steps = counted.done["model_steps"]
+    by_shape = sorted(
+        ((name[4:], count / steps) for name, count in counted.done.items() if name[:4] == "sql:"),
+        key=lambda item: -item[1],
+    )
+    return {
+        "scenario": "census",
+        "db": dialect,
+        "runs": runs,
+        "model_steps": int(steps),
+        "sql_per_step": dict(by_shape),
+    }
+
+
 async def one_against_two_requests(
     api: Api, bench: Stack, threads: list[str]
 ) -> dict[str, dict[str, float]]:

@@ -298,6 +298,34 @@ def test_overhead_scenario_quick(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert [r["scenario"] for r in saved["results"]] == ["overhead"]
 
 
+def test_census_scenario_counts_a_steps_statements_and_makes_them_a_target(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(overhead, "LATENCY", 0.05)
+    # Runs on a server of its own: the census is never on for the overhead scenario's.
+    monkeypatch.delenv("JURU_BENCH_SQL", raising=False)
+    argv = ["--db", "sqlite", "--scenarios", "census", "--out", str(tmp_path)]
+    assert run.main(argv) == 0
+    result = json.loads((tmp_path / "census-sqlite.json").read_text())
+    assert result["model_steps"] == result["runs"] * 5
+    sql = result["sql_per_step"]
+    # A paused step writes the step's transcript rows and its one charge; the tool outputs and
+    # the step both change the run.
+    assert sql["INSERT INTO thread_messages"] == pytest.approx(1.0)
+    assert sql["INSERT INTO usage_charges"] == pytest.approx(1.0)
+    assert sql["UPDATE runs"] >= 2.0
+    # SQLite's write queue begins every write itself, and a statement is one of a write.
+    assert sql["BEGIN"] >= sql["(commit)"] > 0
+    statements, commits = report.sql_census(result) or (0.0, 0.0)
+    control = sql["BEGIN"] + sql.get("PRAGMA", 0.0) + commits
+    assert statements == pytest.approx(sum(sql.values()) - control)
+    found = {name: (value, verdict) for name, _, value, verdict in report.targets([result])}
+    assert found["SQL statements per model step (sqlite, census)"][0] == f"{statements:.1f}"
+    assert found["SQL commits per model step (sqlite, census)"] == (f"{commits:.1f}", "met")
+    title, _header, rows = report.census_table([result])
+    assert title.startswith("8. SQL census") and rows[0][2] == f"{statements:.1f}"
+
+
 def test_throughput_scenario_times_each_steps_wait(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
