@@ -49,14 +49,45 @@ def _verdict(value: float, limit: float) -> str:
     return "met" if value <= limit else "missed"
 
 
-def _against_floor(value: float, limit: float, floor: float | None, digits: int) -> str:
-    """The verdict of a figure that has a floor on this machine (`kept_floors`, measured in the
-    same sitting): for a figure missed, how far the floor is from the limit and from it."""
+# A floor of a figure on this machine: its value, and Juru's figure measured beside it in
+# blocks that took turns with it (None when the floor was measured at another moment).
+Floor = tuple[float, float | None]
+
+
+def _against_floor(value: float, limit: float, floor: Floor | None, digits: int) -> str:
+    """The verdict of a figure that has a floor on this machine: for a figure missed, how far
+    the floor is from the limit and from Juru."""
     if value <= limit or floor is None:
         return _verdict(value, limit)
-    if floor > limit:
-        return f"missed: the floor on this machine, {floor:.{digits}f}, is above the limit"
-    return f"missed: {value - floor:.{digits}f} above the floor on this machine, {floor:.{digits}f}"
+    lowest, beside = floor
+    shown = f"{lowest:.{digits}f}"
+    if lowest > limit:
+        return f"missed: the floor on this machine, {shown}, is above the limit"
+    if beside is None:
+        return f"missed: {value - lowest:.{digits}f} above the floor on this machine, {shown}"
+    return (
+        f"missed: {beside - lowest:.{digits}f} above the floor on this machine, {shown}, "
+        "in blocks that took turns with it"
+    )
+
+
+def overhead_floors(
+    result: dict[str, Any], baseline: dict[str, Any] | None
+) -> tuple[Floor | None, Floor | None]:
+    """The floors of an overhead result's CPU per step and e2e ÷ model time: those measured in
+    blocks alternating with Juru's runs (`against_floor`), else the baseline's of its database
+    (`kept_floors`), else none."""
+    alternated = result.get("against_floor")
+    if alternated:
+        floor, juru = alternated["floor"], alternated["juru"]
+        return (
+            (floor["cpu_ms_per_step"], juru["cpu_ms_per_step"]),
+            (floor["ratio_median"], juru["ratio_median"]),
+        )
+    for saver, cpu, e2e, _request in kept_floors(baseline) if baseline else []:
+        if saver == result["db"]:
+            return (cpu, None), (e2e, None)
+    return None, None
 
 
 def _at_least(value: float, limit: float) -> str:
@@ -79,6 +110,7 @@ def overhead_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Ro
     ]
     header += ["alternating blocks, 1 / 2 requests per step: CPU ms/step"]
     header += ["profiled runs (the split's): CPU ms/step, e2e / model time"]
+    header += ["blocks taking turns with the floor: Juru / floor, CPU ms/step; e2e"]
     header += [f"{part} ms" for part in parts]
     rows = []
     for result in results:
@@ -99,6 +131,7 @@ def overhead_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Ro
                 _f(result.get("db_rollbacks_per_step")),
                 _alternating(result.get("alternating")),
                 _profiled(result),
+                _against_floor_blocks(result.get("against_floor")),
                 *(_f(split.get(part)) for part in parts),
             ]
         )
@@ -112,6 +145,17 @@ def _profiled(result: dict[str, Any]) -> str:
     if cpu is None:
         return "-"
     return f"{_f(cpu)}, {result['profiled_ratio_median']:.3f}"
+
+
+def _against_floor_blocks(figures: dict[str, Any] | None) -> str:
+    """Juru's figures and the floor's, in blocks that took turns (absent before 2026-12-06)."""
+    if not figures:
+        return "-"
+    juru, floor = figures["juru"], figures["floor"]
+    return (
+        f"{_f(juru['cpu_ms_per_step'])} / {_f(floor['cpu_ms_per_step'])}; "
+        f"{juru['ratio_median']:.3f} / {floor['ratio_median']:.3f}"
+    )
 
 
 def _alternating(figures: dict[str, dict[str, float]] | None) -> str:
@@ -747,7 +791,6 @@ def targets(results: Sequence[dict[str, Any]]) -> list[tuple[str, str, str, str]
     """(target, limit, measured, met/missed) for every figure the issue sets a target for."""
     found = []
     baseline = _one(results, "baseline")
-    floors = {} if baseline is None else {f[0]: f[1:3] for f in kept_floors(baseline)}
     for result in results:
         db = result["db"]
         if result["scenario"] in ("overhead", "census"):
@@ -755,7 +798,7 @@ def targets(results: Sequence[dict[str, Any]]) -> list[tuple[str, str, str, str]
         if result["scenario"] == "overhead":
             cpu = result["server_cpu_ms_per_step"]
             limit = CPU_MS_PER_STEP.get(db, CPU_MS_PER_STEP["sqlite"])
-            cpu_floor, e2e_floor = floors.get(db, (None, None))
+            cpu_floor, e2e_floor = overhead_floors(result, baseline)
             found.append(
                 (
                     f"server CPU per model step ({db})",

@@ -27,6 +27,7 @@ from typing import Any
 from bench.client import Api, RunResult, warm_every_worker
 from bench.harness import Stack, process_tree, stack
 from bench.profile import Profiler, shares
+from bench.scenarios import floor_blocks
 
 LATENCY = 0.2
 STEPS_PER_RUN = 5
@@ -100,7 +101,7 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
         api = Api(bench.server.base_url, bench.key, connections=8)
         try:
             agent = await api.create_agent()
-            threads = [await api.create_thread(agent) for _ in range(4 * runs)]
+            threads = [await api.create_thread(agent) for _ in range(5 * runs)]
             # A worker process's first run pays its imports and first builds, once.
             await warm_every_worker(api, agent, bench)
             warmed = len(bench.database.workers_that_ran())
@@ -113,7 +114,10 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
             profiled = Driving(answer_waits=True)
             await profiled.block(api, bench, threads[runs : 2 * runs])
             samples = profiler.stop()
-            alternating = await one_against_two_requests(api, bench, threads[2 * runs :])
+            alternating = await one_against_two_requests(api, bench, threads[2 * runs : 4 * runs])
+            floor = await floor_blocks.alternate(
+                Driving(answer_waits=True), api, bench, threads[4 * runs :], BLOCK_RUNS, LATENCY
+            )
         finally:
             await api.aclose()
     cpu_ms_per_step = 1000 * one.per_step("cpu")
@@ -155,6 +159,9 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
         # Alternate blocks of runs driven with one request per step and with two (outputs,
         # then `GET ?wait=`), after the runs above.
         "alternating": alternating,
+        # Blocks of such runs again, taking turns with blocks of the floor of a step that keeps
+        # its outputs on the same kind of database (`bench.scenarios.floor_blocks`).
+        "against_floor": floor,
         "profile_samples": sum(samples.values()) if samples else 0,
         # The profiled runs' own figures (py-spy's sampling weighs on them).
         "profiled_cpu_ms_per_step": 1000 * profiled.per_step("cpu"),

@@ -265,6 +265,21 @@ def test_a_missed_overhead_target_names_the_floor_measured_in_the_same_sitting()
     # Without the baseline in the sitting, no floor to name.
     alone = {name: verdict for name, _limit, _value, verdict in report.targets(results[:2])}
     assert alone["e2e ÷ model time (sqlite)"] == "missed"
+    # A floor measured in blocks that took turns with Juru's runs comes before the baseline's,
+    # and the gap is Juru's in those blocks.
+    alternated = {
+        "blocks": 6,
+        "juru": {"cpu_ms_per_step": 17.5, "ratio_median": 1.085},
+        "floor": {"cpu_ms_per_step": 15.0, "ratio_median": 1.07},
+    }
+    turns = [{**results[1], "against_floor": alternated}, baseline]
+    verdicts = {name: verdict for name, _limit, _value, verdict in report.targets(turns)}
+    assert verdicts["server CPU per model step (postgresql)"] == (
+        "missed: 2.5 above the floor on this machine, 15.0, in blocks that took turns with it"
+    )
+    assert verdicts["e2e ÷ model time (postgresql)"] == (
+        "missed: 0.015 above the floor on this machine, 1.070, in blocks that took turns with it"
+    )
 
 
 def test_overhead_scenario_quick(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -294,6 +309,17 @@ def test_overhead_scenario_quick(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     for driven in (one, two):
         assert driven["server_cpu_ms_per_step"] > driven["api_cpu_ms_per_step"] > 0
         assert driven["ratio_median"] > 1.0
+    # And blocks of them taking turns with blocks of the floor on the same kind of database:
+    # the graph in-process saving at pauses, and a request that keeps the outputs.
+    turns = result["against_floor"]
+    assert turns["blocks"] == 1
+    floor = turns["floor"]
+    assert floor["cpu_ms_per_step"] == pytest.approx(
+        floor["graph_cpu_ms_per_step"] + floor["request_cpu_ms"]
+    )
+    assert floor["graph_cpu_ms_per_step"] > 0 and floor["request_cpu_ms"] > 0
+    assert floor["ratio_median"] > floor["graph_ratio_median"] > 1.0
+    assert turns["juru"]["cpu_ms_per_step"] > 0 and turns["juru"]["ratio_median"] > 1.0
     saved = json.loads((tmp_path / "latest.json").read_text())
     assert [r["scenario"] for r in saved["results"]] == ["overhead"]
 
