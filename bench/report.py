@@ -681,7 +681,7 @@ def census_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Row]
     rows = []
     for result in results:
         statements, commits = sql_census(result) or (0.0, 0.0)
-        shapes = sorted(result["sql_per_step"].items(), key=lambda item: -item[1])
+        shapes = (result["sql_per_step"] or {}).items()  # most frequent first
         rows.append(
             [
                 result["db"],

@@ -25,7 +25,7 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -61,20 +61,28 @@ async def kept_steps(workdir: Path, steps: int) -> dict[str, dict[str, float]]:
     """A step's request on the empty app, paced as a hosted step's, with its tool outputs
     committed before the answer and a hop to a second process and back (`bench.http_floor`):
     its server CPU and time per database (PostgreSQL's when it answers)."""
-    stores = {"sqlite": str(workdir / "floor-outputs.db")}
-    database = create_postgres_database("juru_bench_floor") if postgres_reachable() else None
-    if database is not None:
-        stores["postgresql"] = f"{POSTGRES_URL}/{database}"
+    kinds = ["sqlite", "postgresql"] if postgres_reachable() else ["sqlite"]
     kept = {}
-    try:
-        for name, store in stores.items():
-            log = workdir / f"http-floor-kept-{name}.log"
+    for kind in kinds:
+        with outputs_store(kind, workdir) as store:
+            log = workdir / f"http-floor-kept-{kind}.log"
             step = await measure_http_step(log, steps, LATENCY, store=store, hop=True)
-            kept[name] = {"cpu_ms": step.cpu_ms, "wall_ms": step.wall_ms}
-    finally:
-        if database is not None:
-            drop_postgres_database(database)
+        kept[kind] = {"cpu_ms": step.cpu_ms, "wall_ms": step.wall_ms}
     return kept
+
+
+@contextlib.contextmanager
+def outputs_store(kind: str, workdir: Path) -> Iterator[str]:
+    """Where the floor's request keeps the outputs it is sent (`bench.http_floor --store`): a
+    SQLite file in `workdir`, or a PostgreSQL database of its own, dropped afterwards."""
+    if kind != "postgresql":
+        yield str(workdir / "floor-outputs.db")
+        return
+    name = create_postgres_database("juru_bench_floor")
+    try:
+        yield f"{POSTGRES_URL}/{name}"
+    finally:
+        drop_postgres_database(name)
 
 
 @contextlib.asynccontextmanager

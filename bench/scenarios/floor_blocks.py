@@ -13,18 +13,16 @@ beside it, measured over the same minutes.
 
 from __future__ import annotations
 
-import contextlib
 import statistics
 import time
-from collections.abc import Iterator
 from typing import Any, Protocol
 
 import openai
 
 from bench.client import TOOL, Api
-from bench.harness import POSTGRES_URL, Stack, create_postgres_database, drop_postgres_database
+from bench.harness import Stack
 from bench.http_floor import measure as measure_http_step
-from bench.scenarios.baseline import one_run, saver, stock_chat
+from bench.scenarios.baseline import one_run, outputs_store, saver, stock_chat
 from juru.agents.hosted import build_hosted_agent
 
 # The request's steps measured per block (after the app's own warm-up).
@@ -50,7 +48,7 @@ async def alternate(
     graph_cpu = graph_steps = request_cpu = 0.0
     graph_ratios: list[float] = []
     request_walls: list[float] = []
-    with _kept_outputs(bench) as store:
+    with outputs_store(bench.database.dialect, bench.database.workdir) as store:
         async with saver(bench.database.dialect) as checkpointer:
             http = openai.DefaultAsyncHttpxClient()
             chat = stock_chat(bench.model.base_url, http)
@@ -92,17 +90,3 @@ async def alternate(
             "request_wall_ms": request_wall_ms,
         },
     }
-
-
-@contextlib.contextmanager
-def _kept_outputs(bench: Stack) -> Iterator[str]:
-    """Where the floor's request keeps the outputs it is sent: a database of the same kind as
-    the server's, of its own."""
-    if bench.database.dialect != "postgresql":
-        yield str(bench.database.workdir / "floor-outputs.db")
-        return
-    name = create_postgres_database("juru_bench_floor_blocks")
-    try:
-        yield f"{POSTGRES_URL}/{name}"
-    finally:
-        drop_postgres_database(name)

@@ -94,6 +94,15 @@ class Driving:
     def ratios(self) -> list[float]:
         return [result.seconds / (result.steps * LATENCY) for result in self.driven]
 
+    def sql_per_step(self) -> dict[str, float] | None:
+        """The SQL census's statements per model step by verb and table, most frequent first;
+        None when the server ran without it."""
+        counted = [(name[4:], count) for name, count in self.done.items() if name[:4] == "sql:"]
+        if not counted:
+            return None
+        ordered = sorted(counted, key=lambda item: -item[1])
+        return {shape: count / self.done["model_steps"] for shape, count in ordered}
+
 
 async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
     runs = 5 if quick else 30
@@ -122,10 +131,6 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
             await api.aclose()
     cpu_ms_per_step = 1000 * one.per_step("cpu")
     postgres = dialect == "postgresql"
-    census = sorted(
-        ((name[4:], count) for name, count in one.done.items() if name.startswith("sql:")),
-        key=lambda item: -item[1],
-    )
     seconds = [result.seconds for result in one.driven]
     steps = sum(result.steps for result in one.driven)
     return {
@@ -153,9 +158,7 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
         "db_commits_per_step": one.per_step("commits") if postgres else None,
         "db_rollbacks_per_step": one.per_step("rollbacks") if postgres else None,
         # JURU_BENCH_SQL=1: statements on Juru's engine per model step, by verb and table.
-        "sql_per_step": (
-            {shape: count / one.done["model_steps"] for shape, count in census} if census else None
-        ),
+        "sql_per_step": one.sql_per_step(),
         # Alternate blocks of runs driven with one request per step and with two (outputs,
         # then `GET ?wait=`), after the runs above.
         "alternating": alternating,
@@ -188,17 +191,12 @@ async def census(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
             await counted.block(api, bench, threads, database=True)
         finally:
             await api.aclose()
-    steps = counted.done["model_steps"]
-    by_shape = sorted(
-        ((name[4:], count / steps) for name, count in counted.done.items() if name[:4] == "sql:"),
-        key=lambda item: -item[1],
-    )
     return {
         "scenario": "census",
         "db": dialect,
         "runs": runs,
-        "model_steps": int(steps),
-        "sql_per_step": dict(by_shape),
+        "model_steps": int(counted.done["model_steps"]),
+        "sql_per_step": counted.sql_per_step(),
     }
 
 
