@@ -13,7 +13,7 @@ from psycopg import _queries as psycopg_queries
 from tests.integration.test_run_engine import OPENAI_MODEL, WEATHER_CALL
 from tests.support.fake_openai import FakeOpenAIServer
 from tests.support.hosted import HostedHarness
-from tests.support.statements import statements_compiled_each_time
+from tests.support.statements import statements_compiled_each_time, statements_rendered_each_time
 
 
 async def pay_for_a_run_that_pauses_twice(
@@ -36,6 +36,14 @@ async def test_a_paid_run_that_pauses_sends_only_statements_compiled_once(
     with statements_compiled_each_time() as compiled:
         await pay_for_a_run_that_pauses_twice(hosted_openai, fake_openai)
     assert compiled == []
+
+
+async def test_a_paid_run_that_pauses_sends_no_statement_rendered_at_each_execution(
+    hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
+) -> None:
+    with statements_rendered_each_time() as rendered:
+        await pay_for_a_run_that_pauses_twice(hosted_openai, fake_openai)
+    assert [statement[:80] for statement in rendered] == [], "\n".join(rendered)
 
 
 @pytest.mark.parametrize(

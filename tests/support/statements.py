@@ -33,6 +33,23 @@ def statements_compiled_each_time() -> Iterator[list[str]]:
 
 
 @contextmanager
+def statements_rendered_each_time() -> Iterator[list[str]]:
+    """The statements built with SQLAlchemy whose text it finishes at every execution, sent
+    by any engine of this process while the block runs: an expanding parameter (`IN` a list)
+    is rewritten into the text at each execution, which costs more than a plain bound value
+    and gives the driver a new text for each length of the list."""
+
+    def rendered(_statement: str, context: Any) -> bool:
+        compiled = context.compiled if context is not None else None
+        return compiled is not None and bool(
+            compiled.post_compile_params or compiled.literal_execute_params
+        )
+
+    with _statements(rendered) as seen:
+        yield seen
+
+
+@contextmanager
 def _statements(accepts: Callable[[str, Any], bool]) -> Iterator[list[str]]:
     """The statements `accepts` takes (given each with its execution context)."""
     seen: list[str] = []

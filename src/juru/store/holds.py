@@ -22,6 +22,7 @@ from sqlalchemy import Connection, bindparam, delete, func, insert, select, upda
 
 from juru.store.database import Database
 from juru.store.joined import JoinedSql, Part, write_parts
+from juru.store.lists import in_list
 from juru.store.tables import accounts, balance_holds
 from juru.store.transactions import write
 from juru.store.types import Money, UtcDateTime
@@ -53,7 +54,7 @@ _TAKE = (
 _INSERT = insert(balance_holds)
 _REMOVE = (
     delete(balance_holds)
-    .where(balance_holds.c.id.in_(bindparam("hold_ids", expanding=True)))
+    .where(in_list(balance_holds.c.id, "hold_ids"))
     .returning(balance_holds.c.amount_rupiah)
 )
 # The cost off the balance, the holds' amounts off what is held (either may be 0).

@@ -24,6 +24,7 @@ from sqlalchemy import Connection, RowMapping, bindparam, delete, exists, func, 
 from juru.core.run_events import RunEventType
 from juru.store.database import Database, dialect_insert
 from juru.store.joined import JoinedSql, Part, write_parts
+from juru.store.lists import in_list
 from juru.store.tables import run_events, runs
 from juru.store.transactions import Notice, notify, write
 from juru.store.types import UtcDateTime
@@ -232,7 +233,7 @@ def events_part(
 def log_tail_columns(keyed: bool = True) -> tuple[Any, ...]:
     """Columns for the RETURNING of an UPDATE of `runs`: `log_last_seq`, the last id in the
     run's log, and (when the events to append are `keyed`) `log_has_keys`, whether an event
-    with one of the keys of the expanding parameter `log_keys` is in it. The update locked the
+    with one of the keys of the list parameter `log_keys` is in it. The update locked the
     run's row, which every writer of its log does first: the events this transaction appends
     next get the ids after `log_last_seq`, in order, unless one of them is there already (a
     redone step's), which writes nothing."""
@@ -249,7 +250,7 @@ def log_tail_columns(keyed: bool = True) -> tuple[Any, ...]:
         exists()
         .where(
             run_events.c.run_id == runs.c.id,
-            run_events.c.key.in_(bindparam("log_keys", expanding=True)),
+            in_list(run_events.c.key, "log_keys"),
         )
         .correlate(runs)
         .label("log_has_keys")

@@ -15,6 +15,7 @@ from sqlalchemy import Connection, insert, select, update
 from juru.core.states import ACTIVE, RunStatus, check_transition
 from juru.store.database import Database
 from juru.store.holds import release_in
+from juru.store.lists import among
 from juru.store.records import RunRecord
 from juru.store.run_log import NewRunEvent, append_to_logs, status_event
 from juru.store.tables import runs, threads
@@ -136,7 +137,7 @@ def lock_descendants(connection: Connection, run_id: str) -> None:
         parents = list(
             connection.execute(
                 select(runs.c.id).where(
-                    runs.c.parent_run_id.in_(parents), runs.c.status.in_(_ACTIVE)
+                    runs.c.parent_run_id.in_(parents), among(runs.c.status, _ACTIVE)
                 )
             ).scalars()
         )
@@ -166,7 +167,7 @@ def end_descendants(connection: Connection, run_id: str, now: datetime) -> list[
     ended: list[str] = []
     parents = [run_id]
     while parents and len(ended) < 1000:
-        below = runs.c.parent_run_id.in_(parents) & runs.c.status.in_(_ACTIVE)
+        below = runs.c.parent_run_id.in_(parents) & among(runs.c.status, _ACTIVE)
         holds = connection.execute(
             select(runs.c.account_id, runs.c.hold_id).where(
                 below, runs.c.lease_owner.is_(None), runs.c.hold_id.is_not(None)
@@ -217,7 +218,7 @@ def pause_ancestors(
         row = connection.execute(
             select(runs).where(
                 runs.c.id == ancestor,
-                runs.c.status.in_([RunStatus.RUNNING.value, RunStatus.REQUIRES_ACTION.value]),
+                among(runs.c.status, [RunStatus.RUNNING.value, RunStatus.REQUIRES_ACTION.value]),
             )
         ).first()
         if row is None:

@@ -32,6 +32,7 @@ from juru.store.database import Database
 from juru.store.holds import Hold, debit_part, hold_part
 from juru.store.hosted import page_of
 from juru.store.joined import Part, write_parts
+from juru.store.lists import among, in_list
 from juru.store.pages import Page, PageRequest
 from juru.store.records import RunRecord
 from juru.store.run_log import (
@@ -143,7 +144,7 @@ async def active_runs_of_agent(engine: Database, account_id: str, agent_id: str)
     query = select(runs.c.id).where(
         runs.c.account_id == account_id,
         runs.c.agent_id == agent_id,
-        runs.c.status.in_(ACTIVE_RUN_STATUSES),
+        among(runs.c.status, ACTIVE_RUN_STATUSES),
     )
     return [str(row["id"]) for row in await engine.rows(query)]
 
@@ -216,7 +217,7 @@ def run_update(
     cache key costs more than running it: the step path's writes reuse one per shape."""
     conditions = [runs.c.id == bindparam("run_id"), *(_GUARD_CONDITIONS[g] for g in guards)]
     if sources:
-        conditions.append(runs.c.status.in_(sources))
+        conditions.append(among(runs.c.status, sources))
     values: dict[str, Any] = {column: bindparam(f"set_{column}") for column in columns}
     if add_cost:
         values["cost_rupiah"] = runs.c.cost_rupiah + bindparam("added_cost", type_=Money())
@@ -369,7 +370,7 @@ def _claim_statement(dialect_name: str) -> Any:
         select(child.c.id)
         .where(
             child.c.parent_run_id == runs.c.id,
-            child.c.status.in_([status.value for status in ACTIVE]),
+            among(child.c.status, [status.value for status in ACTIVE]),
         )
         .exists()
     )
@@ -481,9 +482,7 @@ def _moves_only_leases(claimed: list[RunRecord]) -> bool:
     return all(run.attempts > 1 for run in claimed)
 
 
-_HANDED = select(runs, _AGENT_REVISION, _ACCOUNT_TIER).where(
-    runs.c.id.in_(bindparam("run_ids", expanding=True))
-)
+_HANDED = select(runs, _AGENT_REVISION, _ACCOUNT_TIER).where(in_list(runs.c.id, "run_ids"))
 
 
 async def handed_runs(engine: Database, run_ids: Sequence[str]) -> list[RunRecord]:
@@ -519,7 +518,7 @@ async def overdue_runs(
         runs.c.status == RunStatus.REQUIRES_ACTION.value, runs.c.waiting_since < waiting_cutoff
     )
     over_deadline = and_(
-        runs.c.status.in_([RunStatus.QUEUED.value, RunStatus.RUNNING.value]),
+        among(runs.c.status, [RunStatus.QUEUED.value, RunStatus.RUNNING.value]),
         runs.c.deadline_at < now,
     )
     query = select(runs).where(or_(waiting_too_long, over_deadline)).limit(limit)
