@@ -26,10 +26,12 @@ docs-build:
 	bash -c 'source scripts/venv.sh && ensure_venv dev'
 	$(DOCS_ENV) .venv/bin/python -m mkdocs build --strict --site-dir site
 
-# The bench needs Juru in .venv (quick start or test set-up) and py-spy for the CPU split.
+# The bench needs Juru in .venv (quick start or test set-up), py-spy for the CPU split and
+# valgrind for the instruction count (installed with apt-get where it can be).
 bench:
 	bash -c 'source scripts/venv.sh && ensure_venv base'
 	[ -x .venv/bin/py-spy ] || .venv/bin/python -m pip install --quiet -c constraints.txt -e '.[bench]'
+	command -v valgrind >/dev/null || apt-get install -y -q valgrind || sudo -n apt-get install -y -q valgrind || true
 	.venv/bin/python -m bench.run $(BENCH_ARGS)
 
 bench-quick:

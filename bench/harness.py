@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import selectors
+import shlex
 import shutil
 import signal
 import subprocess
@@ -294,7 +295,10 @@ class JuruServer:
             self.env["JURU_BENCH_SQL_CENSUS"] = str(self.census_file)
             self.env["PYTHONPATH"] = with_repo_path()
         port = free_port()
-        command = [sys.executable, "-m", module, "serve", "--port", str(port)]
+        # JURU_BENCH_SERVE_PREFIX runs the server under another program (`bench.instructions`
+        # runs it under valgrind's callgrind).
+        prefix = shlex.split(os.environ.get("JURU_BENCH_SERVE_PREFIX", ""))
+        command = [*prefix, sys.executable, "-m", module, "serve", "--port", str(port)]
         log = database.workdir / "juru-serve.log"
         self.process = ServerProcess(command, port, self.env, log, cwd=database.workdir)
 

@@ -695,6 +695,30 @@ def census_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Row]
     return title, header, rows
 
 
+def instructions_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Row]]:
+    header = ["db", "runs", "model steps", "processes", "instructions/step", "API process"]
+    rows = []
+    for result in results:
+        if "error" in result:
+            rows.append([result["db"], str(result["runs"]), result["error"], "", "", ""])
+            continue
+        rows.append(
+            [
+                result["db"],
+                str(result["runs"]),
+                str(result["model_steps"]),
+                str(result["processes"]),
+                f"{result['instructions_per_step'] / 1e6:.2f} M",
+                f"{result['api_instructions_per_step'] / 1e6:.2f} M",
+            ]
+        )
+    title = (
+        "9. Instructions per model step (valgrind's callgrind, every process of `juru serve`; "
+        "the overhead scenario's runs, a figure that does not drift with the machine)"
+    )
+    return title, header, rows
+
+
 TABLES: dict[str, Callable[[Sequence[dict[str, Any]]], tuple[str, Row, list[Row]]]] = {
     "overhead": overhead_table,
     "throughput": throughput_table,
@@ -702,6 +726,7 @@ TABLES: dict[str, Callable[[Sequence[dict[str, Any]]], tuple[str, Row, list[Row]
     "baseline": baseline_table,
     "streams": streams_table,
     "census": census_table,
+    "instructions": instructions_table,
 }
 PEERS = ("bare", "playground", "aegra")
 

@@ -22,7 +22,7 @@ from rich.console import Console
 
 from bench import report
 from bench.harness import REPO, machine, postgres_reachable
-from bench.scenarios import baseline, overhead, peers, streams, throughput, waiting
+from bench.scenarios import baseline, instructions, overhead, peers, streams, throughput, waiting
 
 Scenario = Callable[[str, bool, Path], Awaitable[dict[str, Any]]]
 SCENARIOS: dict[str, Scenario] = {
@@ -35,6 +35,7 @@ SCENARIOS: dict[str, Scenario] = {
     "aegra": peers.run_aegra,
     "streams": streams.run,
     "census": overhead.census,
+    "instructions": instructions.run,
 }
 # Scenarios that do not run once per Juru database: the name of their one row.
 SINGLE = {"baseline": "in-process", "bare": "in-process", "aegra": "postgresql"}

@@ -352,6 +352,27 @@ def test_census_scenario_counts_a_steps_statements_and_makes_them_a_target(
     assert title.startswith("8. SQL census") and rows[0][2] == f"{statements:.1f}"
 
 
+def test_instructions_scenario_counts_the_measured_runs_of_every_server_process(
+    tmp_path: Path,
+) -> None:
+    argv = ["--db", "sqlite", "--scenarios", "instructions", "--quick", "--out", str(tmp_path)]
+    assert run.main(argv) == 0
+    result = json.loads((tmp_path / "instructions-sqlite.json").read_text())
+    assert "error" not in result, result.get("error")
+    assert result["model_steps"] == result["runs"] * 5
+    # The API process and at least one worker, each counted (a dump of its own each).
+    assert result["processes"] >= 2
+    dumps = list((tmp_path / "callgrind-sqlite").glob("callgrind.*.*"))
+    assert len(dumps) >= result["processes"]
+    # A step's work is millions of instructions, some of them the API process's; the count
+    # starts after the warm runs (counted too, a step would carry its share of them).
+    assert 0 < result["api_instructions_per_step"] < result["instructions_per_step"]
+    assert result["instructions_per_step"] > 1e6
+    title, _header, rows = report.instructions_table([result])
+    assert title.startswith("9. Instructions per model step")
+    assert rows[0][4] == f"{result['instructions_per_step'] / 1e6:.2f} M"
+
+
 def test_throughput_scenario_times_each_steps_wait(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
