@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, func, insert, select, text
+from sqlalchemy import Connection, event, func, insert, select, text
+from sqlalchemy.exc import IntegrityError
 
 from juru.store import checkpointer as checkpointer_module
 from juru.store import database as database_module
@@ -118,6 +119,53 @@ async def test_a_write_begins_immediate(tmp_path: Path) -> None:
         assert await write(engine, probe)
         async with engine.connect() as connection:
             assert await connection.scalar(text("SELECT 1")) == 1
+    finally:
+        await engine.dispose()
+
+
+async def test_writes_and_reads_keep_their_threads_connections_until_one_fails(
+    tmp_path: Path,
+) -> None:
+    """The writer thread and each reader thread check a connection out once and keep it; one
+    whose work raised goes back to the pool, and the next use checks out another."""
+    database = DatabaseUrl.parse(f"sqlite:///{tmp_path}/juru.db")
+    upgrade_to_head(database)
+    engine = open_database(database)
+    checkouts: list[str] = []
+    for name, pool in (
+        ("writer", engine.writer.engine.pool),
+        ("reader", engine.reader.engine.pool),
+    ):
+        event.listen(pool, "checkout", lambda *_args, name=name: checkouts.append(name))
+    now = datetime.now(UTC)
+
+    def add(connection: Connection, index: int) -> None:
+        values = {"thread_id": f"t{index}", "feature": "f", "created_at": now, "updated_at": now}
+        connection.execute(insert(playground_threads).values(values))
+
+    def count(connection: Connection) -> int:
+        return int(connection.scalar(select(func.count()).select_from(playground_threads)) or 0)
+
+    try:
+        for index in range(5):
+            await write(engine, lambda connection, index=index: add(connection, index))
+            assert await engine.read(count) == index + 1
+        assert checkouts.count("writer") == 1
+        assert checkouts.count("reader") <= database_module.SQLITE_READERS
+        # A write that fails (the same id twice) is rolled back, and its connection let go.
+        with pytest.raises(IntegrityError):
+            await write(engine, lambda connection: add(connection, 0))
+        await write(engine, lambda connection: add(connection, 5))
+        assert checkouts.count("writer") == 2
+        assert await engine.read(count) == 6
+        # A read leaves no transaction open: a write from another engine sees no reader
+        # holding an old snapshot, and the next read sees it.
+        other = open_database(database)
+        try:
+            await write(other, lambda connection: add(connection, 6))
+        finally:
+            await other.dispose()
+        assert await engine.read(count) == 7
     finally:
         await engine.dispose()
 

@@ -14,6 +14,7 @@ outside `juru.store` touches any of it.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -47,11 +48,18 @@ def dialect_insert(dialect_name: str, table: Table) -> Any:
 
 class ThreadedReader:
     """Reads, each run whole in one of a few threads with connections of their own: one hop
-    off the event loop per read, not one per driver call."""
+    off the event loop per read, not one per driver call. With `keep_connections` (SQLite)
+    each thread keeps the connection it checked out, from one read to the next."""
 
-    def __init__(self, engine: Engine, threads: int = SQLITE_READERS) -> None:
+    def __init__(
+        self, engine: Engine, threads: int = SQLITE_READERS, keep_connections: bool = False
+    ) -> None:
         self.engine = engine
         self._threads = DatabaseThreads(threads, "juru-db-reader")
+        self._keep = keep_connections
+        self._local = threading.local()
+        self._kept: list[Connection] = []
+        self._kept_lock = threading.Lock()
 
     async def run(self, work: Callable[[Connection], T]) -> T:
         """`work` on a connection of the reader pool."""
@@ -62,11 +70,39 @@ class ThreadedReader:
         return await self._threads.call(read, *args)
 
     def _read(self, work: Callable[[Connection], T]) -> T:
-        with self.engine.connect() as connection:
-            return work(connection)
+        if not self._keep:
+            with self.engine.connect() as connection:
+                return work(connection)
+        connection = self._thread_connection()
+        try:
+            result = work(connection)
+        except BaseException:
+            # Given back to the pool, which resets it; the thread's next read checks one out.
+            self._local.connection = None
+            connection.close()
+            raise
+        # What the pool's reset did at each return: the read leaves no transaction open.
+        connection.rollback()
+        return result
+
+    def _thread_connection(self) -> Connection:
+        """This thread's connection, checked out once and kept (a checkout and a return per
+        read cost more than a small read on SQLite: bench/RESULTS.md, thirty-fourth round)."""
+        connection: Connection | None = getattr(self._local, "connection", None)
+        if connection is None or connection.closed:
+            connection = self.engine.connect()
+            self._local.connection = connection
+            with self._kept_lock:
+                self._kept = [kept for kept in self._kept if not kept.closed]
+                self._kept.append(connection)
+        return connection
 
     def dispose(self) -> None:
         self._threads.shutdown()
+        with self._kept_lock:
+            kept, self._kept = self._kept, []
+        for connection in kept:
+            connection.close()
         self.engine.dispose()
 
 
@@ -218,7 +254,7 @@ def open_database(
         return Database(
             engine,
             SqliteWriter(writer_engine, database.sqlite_path),
-            ThreadedReader(reader_engine),
+            ThreadedReader(reader_engine, keep_connections=True),
         )
     # One connection per thread, kept in the pool (a new one is a new server process on
     # PostgreSQL's side), handed out last in, first out: the connections a burst opened sit

@@ -44,6 +44,8 @@ class SqliteWriter:
         self.lock_path = lock_path_of(database_path)
         self._fd: int | None = None
         self._thread = DatabaseThreads(1, "juru-sqlite-writer")
+        # The writer thread's connection, kept between writes (`_kept`).
+        self._connection: Connection | None = None
 
     async def run(
         self, work: Callable[[Connection], T], unsynced_if: Callable[[T], bool] | None = None
@@ -72,7 +74,8 @@ class SqliteWriter:
     def _transaction(
         self, work: Callable[[Connection], T], unsynced_if: Callable[[T], bool] | None = None
     ) -> T:
-        with self.engine.connect() as connection:
+        connection = self._kept()
+        try:
             if unsynced_if is not None:
                 result = _worked(connection, work, UNSYNCED)
                 if unsynced_if(result):
@@ -82,11 +85,32 @@ class SqliteWriter:
             result = _worked(connection, work, SYNCED)
             connection.commit()
             return result
+        except BaseException:
+            # Given back to the pool, which resets it; the next write checks one out afresh.
+            self._let_go()
+            raise
+
+    def _kept(self) -> Connection:
+        """The writer thread's connection, checked out of the pool once and kept: a checkout
+        and a return per write (the pool's queue, its events, a new `Connection` and a reset)
+        cost more than a small write's SQL (bench/RESULTS.md, thirty-fourth round)."""
+        if self._connection is None or self._connection.closed:
+            self._connection = self.engine.connect()
+        return self._connection
+
+    def _let_go(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
 
     async def dispose(self) -> None:
         """Close the connection (in the thread that made it) and stop the thread."""
-        await self._thread.call(self.engine.dispose)
+        await self._thread.call(self._close)
         self._thread.shutdown()
+
+    def _close(self) -> None:
+        self._let_go()
+        self.engine.dispose()
 
 
 def _worked(connection: Connection, work: Callable[[Connection], T], synchronous: str) -> T:
