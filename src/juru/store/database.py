@@ -14,7 +14,6 @@ outside `juru.store` touches any of it.
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -27,6 +26,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DisconnectionError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from juru.store.connections import KeptConnections
 from juru.store.threads import DatabaseThreads
 from juru.store.urls import DatabaseUrl
 from juru.store.write_queue import SqliteWriter
@@ -49,17 +49,16 @@ def dialect_insert(dialect_name: str, table: Table) -> Any:
 class ThreadedReader:
     """Reads, each run whole in one of a few threads with connections of their own: one hop
     off the event loop per read, not one per driver call. With `keep_connections` (SQLite)
-    each thread keeps the connection it checked out, from one read to the next."""
+    each thread keeps the connection it checked out (`store.connections`); else each read
+    checks one out of the pool, which hands out the one given back last (PostgreSQL: the
+    connections in use stay few and fresh, their statements prepared, whichever thread reads)."""
 
     def __init__(
         self, engine: Engine, threads: int = SQLITE_READERS, keep_connections: bool = False
     ) -> None:
         self.engine = engine
         self._threads = DatabaseThreads(threads, "juru-db-reader")
-        self._keep = keep_connections
-        self._local = threading.local()
-        self._kept: list[Connection] = []
-        self._kept_lock = threading.Lock()
+        self._connections = KeptConnections(engine) if keep_connections else None
 
     async def run(self, work: Callable[[Connection], T]) -> T:
         """`work` on a connection of the reader pool."""
@@ -70,45 +69,30 @@ class ThreadedReader:
         return await self._threads.call(read, *args)
 
     def _read(self, work: Callable[[Connection], T]) -> T:
-        if not self._keep:
-            with self.engine.connect() as connection:
-                return work(connection)
-        connection = self._thread_connection()
+        if self._connections is None:
+            with self.engine.connect() as checked_out:
+                return work(checked_out)
+        connection = self._connections.get()
         try:
             result = work(connection)
+            # What the pool's reset did at each return: the read leaves no transaction open
+            # (nothing reaches the database when the read opened none).
+            connection.rollback()
         except BaseException:
-            # Given back to the pool, which resets it; the thread's next read checks one out.
-            self._local.connection = None
-            connection.close()
+            self._connections.let_go()
             raise
-        # What the pool's reset did at each return: the read leaves no transaction open.
-        connection.rollback()
         return result
-
-    def _thread_connection(self) -> Connection:
-        """This thread's connection, checked out once and kept (a checkout and a return per
-        read cost more than a small read on SQLite: bench/RESULTS.md, thirty-fourth round)."""
-        connection: Connection | None = getattr(self._local, "connection", None)
-        if connection is None or connection.closed:
-            connection = self.engine.connect()
-            self._local.connection = connection
-            with self._kept_lock:
-                self._kept = [kept for kept in self._kept if not kept.closed]
-                self._kept.append(connection)
-        return connection
 
     def dispose(self) -> None:
         self._threads.shutdown()
-        with self._kept_lock:
-            kept, self._kept = self._kept, []
-        for connection in kept:
-            connection.close()
+        if self._connections is not None:
+            self._connections.close_all()
         self.engine.dispose()
 
 
 class ThreadedWriter:
     """PostgreSQL write transactions, each run whole (BEGIN to COMMIT, or ROLLBACK when it
-    raises) in one of a few threads with connections of their own."""
+    raises) in one of a few threads, on a connection checked out of the pool for it."""
 
     def __init__(self, engine: Engine, threads: int) -> None:
         self.engine = engine

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine
 
+from juru.store.connections import KeptConnections
 from juru.store.threads import DatabaseThreads
 
 T = TypeVar("T")
@@ -44,8 +45,7 @@ class SqliteWriter:
         self.lock_path = lock_path_of(database_path)
         self._fd: int | None = None
         self._thread = DatabaseThreads(1, "juru-sqlite-writer")
-        # The writer thread's connection, kept between writes (`_kept`).
-        self._connection: Connection | None = None
+        self._connections = KeptConnections(engine)
 
     async def run(
         self, work: Callable[[Connection], T], unsynced_if: Callable[[T], bool] | None = None
@@ -74,34 +74,29 @@ class SqliteWriter:
     def _transaction(
         self, work: Callable[[Connection], T], unsynced_if: Callable[[T], bool] | None = None
     ) -> T:
-        connection = self._kept()
+        connection = self._connections.get()
         try:
-            if unsynced_if is not None:
-                result = _worked(connection, work, UNSYNCED)
-                if unsynced_if(result):
-                    connection.commit()
-                    return result
-                connection.rollback()
-            result = _worked(connection, work, SYNCED)
-            connection.commit()
-            return result
+            result = self._committed(connection, work, unsynced_if)
         except BaseException:
-            # Given back to the pool, which resets it; the next write checks one out afresh.
-            self._let_go()
+            self._connections.let_go()
             raise
+        return result
 
-    def _kept(self) -> Connection:
-        """The writer thread's connection, checked out of the pool once and kept: a checkout
-        and a return per write (the pool's queue, its events, a new `Connection` and a reset)
-        cost more than a small write's SQL (bench/RESULTS.md, thirty-fourth round)."""
-        if self._connection is None or self._connection.closed:
-            self._connection = self.engine.connect()
-        return self._connection
-
-    def _let_go(self) -> None:
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            connection.close()
+    def _committed(
+        self,
+        connection: Connection,
+        work: Callable[[Connection], T],
+        unsynced_if: Callable[[T], bool] | None,
+    ) -> T:
+        if unsynced_if is not None:
+            result = _worked(connection, work, UNSYNCED)
+            if unsynced_if(result):
+                connection.commit()
+                return result
+            connection.rollback()
+        result = _worked(connection, work, SYNCED)
+        connection.commit()
+        return result
 
     async def dispose(self) -> None:
         """Close the connection (in the thread that made it) and stop the thread."""
@@ -109,7 +104,7 @@ class SqliteWriter:
         self._thread.shutdown()
 
     def _close(self) -> None:
-        self._let_go()
+        self._connections.close_all()
         self.engine.dispose()
 
 
