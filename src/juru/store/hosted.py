@@ -85,8 +85,16 @@ def _agent_read(connection: Connection, condition: ColumnElement[bool]) -> Agent
     return None if row is None else AgentRecord.from_row(row._mapping)
 
 
+# Read at every run's creation: built once (building a statement and its cache key costs more
+# than running it).
+_OWNED_AGENT = select(agents).where(
+    agents.c.id == bindparam("agent_id"), agents.c.account_id == bindparam("account_id")
+)
+
+
 async def get_agent(engine: Database, account_id: str, agent_id: str) -> AgentRecord | None:
-    return await engine.read(lambda c: _agent_read(c, _owned_agent(account_id, agent_id)))
+    row = await engine.first_row(_OWNED_AGENT, {"agent_id": agent_id, "account_id": account_id})
+    return None if row is None else AgentRecord.from_row(row)
 
 
 # Every claimed run reads its agent: built once.

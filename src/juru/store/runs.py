@@ -119,6 +119,11 @@ async def create_run(
     return created, True
 
 
+# Every run's creation: built once (its columns are those of the values given, compiled once
+# per set of them).
+_INSERT_RUN = insert(runs).returning(*runs.c)
+
+
 async def _insert_holding(
     engine: Database, values: dict[str, Any], hold: Hold | None, notices: Sequence[Notice]
 ) -> RunRecord:
@@ -126,7 +131,7 @@ async def _insert_holding(
         row_values = dict(values)
         if hold is not None:
             row_values.update(hold_id=hold.id, hold_rupiah=hold.amount)
-        row = connection.execute(insert(runs).values(row_values).returning(*runs.c)).one()
+        row = connection.execute(_INSERT_RUN, row_values).one()
         created = [(row.id, status_event(row._mapping))]
         # The account's row last: other writes of the account wait for it only to the commit.
         # On PostgreSQL the event and the hold go in one statement (`store.joined`).
