@@ -168,10 +168,14 @@ async def insert_thread(engine: Database, values: dict[str, Any]) -> ThreadRecor
     return ThreadRecord.from_row(row._mapping)
 
 
+# Read at every run's creation: built once.
+_OWNED_THREAD = select(threads).where(
+    threads.c.id == bindparam("thread_id"), threads.c.account_id == bindparam("account_id")
+)
+
+
 async def get_thread(engine: Database, account_id: str, thread_id: str) -> ThreadRecord | None:
-    row = await engine.first_row(
-        select(threads).where(threads.c.id == thread_id, threads.c.account_id == account_id)
-    )
+    row = await engine.first_row(_OWNED_THREAD, {"thread_id": thread_id, "account_id": account_id})
     return None if row is None else ThreadRecord.from_row(row)
 
 
