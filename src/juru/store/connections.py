@@ -16,6 +16,8 @@ with their statements prepared; threads keeping one each would take turns on all
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from sqlalchemy import Connection, Engine
 
@@ -29,7 +31,18 @@ class KeptConnections:
         self._kept: list[Connection] = []
         self._lock = threading.Lock()
 
-    def get(self) -> Connection:
+    @contextmanager
+    def held(self) -> Iterator[Connection]:
+        """This thread's connection for one piece of work; if the work raises, the connection
+        goes back to the pool, which resets it, and the thread's next work checks out another."""
+        connection = self._get()
+        try:
+            yield connection
+        except BaseException:
+            self._let_go()
+            raise
+
+    def _get(self) -> Connection:
         """This thread's connection: the one it kept, or a new checkout."""
         connection: Connection | None = getattr(self._local, "connection", None)
         if connection is not None and not connection.closed:
@@ -41,8 +54,7 @@ class KeptConnections:
             self._kept.append(connection)
         return connection
 
-    def let_go(self) -> None:
-        """This thread's work raised: its connection goes back to the pool, which resets it."""
+    def _let_go(self) -> None:
         connection: Connection | None = getattr(self._local, "connection", None)
         self._local.connection = None
         if connection is not None:

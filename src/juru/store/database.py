@@ -72,16 +72,12 @@ class ThreadedReader:
         if self._connections is None:
             with self.engine.connect() as checked_out:
                 return work(checked_out)
-        connection = self._connections.get()
-        try:
+        with self._connections.held() as connection:
             result = work(connection)
             # What the pool's reset did at each return: the read leaves no transaction open
             # (nothing reaches the database when the read opened none).
             connection.rollback()
-        except BaseException:
-            self._connections.let_go()
-            raise
-        return result
+            return result
 
     def dispose(self) -> None:
         self._threads.shutdown()

@@ -74,29 +74,16 @@ class SqliteWriter:
     def _transaction(
         self, work: Callable[[Connection], T], unsynced_if: Callable[[T], bool] | None = None
     ) -> T:
-        connection = self._connections.get()
-        try:
-            result = self._committed(connection, work, unsynced_if)
-        except BaseException:
-            self._connections.let_go()
-            raise
-        return result
-
-    def _committed(
-        self,
-        connection: Connection,
-        work: Callable[[Connection], T],
-        unsynced_if: Callable[[T], bool] | None,
-    ) -> T:
-        if unsynced_if is not None:
-            result = _worked(connection, work, UNSYNCED)
-            if unsynced_if(result):
-                connection.commit()
-                return result
-            connection.rollback()
-        result = _worked(connection, work, SYNCED)
-        connection.commit()
-        return result
+        with self._connections.held() as connection:
+            if unsynced_if is not None:
+                result = _worked(connection, work, UNSYNCED)
+                if unsynced_if(result):
+                    connection.commit()
+                    return result
+                connection.rollback()
+            result = _worked(connection, work, SYNCED)
+            connection.commit()
+            return result
 
     async def dispose(self) -> None:
         """Close the connection (in the thread that made it) and stop the thread."""
