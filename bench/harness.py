@@ -10,7 +10,6 @@ import contextlib
 import json
 import os
 import selectors
-import shlex
 import shutil
 import signal
 import subprocess
@@ -19,7 +18,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -272,7 +271,12 @@ class JuruServer:
     """`juru serve` on a free port, pointed at the fake model, rate limits lifted."""
 
     def __init__(
-        self, database: Database, model: FakeModel, workers: int | None, env: Mapping[str, str]
+        self,
+        database: Database,
+        model: FakeModel,
+        workers: int | None,
+        env: Mapping[str, str],
+        under: Sequence[str] = (),
     ) -> None:
         self.database, self.model, self.workers = database, model, workers
         # Juru's own default concurrency unless a scenario needs another (`workers`).
@@ -295,10 +299,8 @@ class JuruServer:
             self.env["JURU_BENCH_SQL_CENSUS"] = str(self.census_file)
             self.env["PYTHONPATH"] = with_repo_path()
         port = free_port()
-        # JURU_BENCH_SERVE_PREFIX runs the server under another program (`bench.instructions`
-        # runs it under valgrind's callgrind).
-        prefix = shlex.split(os.environ.get("JURU_BENCH_SERVE_PREFIX", ""))
-        command = [*prefix, sys.executable, "-m", module, "serve", "--port", str(port)]
+        # `under`: a program the server runs under (the instructions scenario's callgrind).
+        command = [*under, sys.executable, "-m", module, "serve", "--port", str(port)]
         log = database.workdir / "juru-serve.log"
         self.process = ServerProcess(command, port, self.env, log, cwd=database.workdir)
 
@@ -385,8 +387,10 @@ def stack(
     tool_calls: int = 4,
     tool_name: str = TOOL_NAME,
     env: Mapping[str, str] | None = None,
+    under: Sequence[str] = (),
 ) -> Iterator[Stack]:
-    """Start everything a scenario needs; stop it all and drop the database on exit."""
+    """Start everything a scenario needs; stop it all and drop the database on exit. `under`:
+    a command the server runs under (its arguments before the server's own)."""
     workdir = Path(tempfile.mkdtemp(prefix=f"juru-bench-{dialect}-"))
     model = FakeModel(workdir / "fake-model.log", latency, tool_calls, tool_name)
     database = Database(dialect, workdir)
@@ -394,7 +398,7 @@ def stack(
     try:
         model.start()
         database.create()
-        server = JuruServer(database, model, workers, env or {}).start()
+        server = JuruServer(database, model, workers, env or {}, under).start()
         yield Stack(dialect, workdir, model, database, server, server.api_key())
     finally:
         if server is not None:

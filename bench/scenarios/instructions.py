@@ -20,9 +20,7 @@ not counted.
 
 from __future__ import annotations
 
-import os
 import re
-import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -56,39 +54,35 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
     counts = out / f"callgrind-{dialect}"
     shutil.rmtree(counts, ignore_errors=True)
     counts.mkdir(parents=True)
-    prefix = [
+    callgrind = [
         "valgrind",
         "--tool=callgrind",
         "--instr-atstart=no",
         "--trace-children=yes",
         f"--callgrind-out-file={counts}/callgrind.%p",
     ]
-    previous = os.environ.get("JURU_BENCH_SERVE_PREFIX")
-    os.environ["JURU_BENCH_SERVE_PREFIX"] = shlex.join(prefix)
-    try:
-        with stack(
-            dialect, latency=LATENCY, tool_calls=STEPS_PER_RUN - 1, env=SLOW_SERVER
-        ) as bench:
-            api = Api(bench.server.base_url, bench.key, connections=8)
-            try:
-                agent = await api.create_agent()
-                threads = [await api.create_thread(agent) for _ in range(warm_runs + runs)]
-                await warm_every_worker(api, agent, bench)
-                await Driving(answer_waits=True).block(api, bench, threads[:warm_runs])
-                processes = process_tree(bench.server.pid)
-                for pid in processes:
-                    _control("--instr=on", pid)
-                    _control("--zero", pid)
-                counted = Driving(answer_waits=True)
-                await counted.block(api, bench, threads[warm_runs:])
-                by_process = {pid: _dumped(counts, pid) for pid in processes}
-            finally:
-                await api.aclose()
-    finally:
-        if previous is None:
-            os.environ.pop("JURU_BENCH_SERVE_PREFIX", None)
-        else:
-            os.environ["JURU_BENCH_SERVE_PREFIX"] = previous
+    with stack(
+        dialect,
+        latency=LATENCY,
+        tool_calls=STEPS_PER_RUN - 1,
+        env=SLOW_SERVER,
+        under=callgrind,
+    ) as bench:
+        api = Api(bench.server.base_url, bench.key, connections=8)
+        try:
+            agent = await api.create_agent()
+            threads = [await api.create_thread(agent) for _ in range(warm_runs + runs)]
+            await warm_every_worker(api, agent, bench)
+            await Driving(answer_waits=True).block(api, bench, threads[:warm_runs])
+            processes = process_tree(bench.server.pid)
+            for pid in processes:
+                _control("--instr=on", pid)
+                _control("--zero", pid)
+            counted = Driving(answer_waits=True)
+            await counted.block(api, bench, threads[warm_runs:])
+            by_process = {pid: _dumped(counts, pid) for pid in processes}
+        finally:
+            await api.aclose()
     steps = counted.done["model_steps"]
     api_pid = processes[0]
     return {
