@@ -13,7 +13,9 @@ benchmark measures.
 
 prints `LISTENING http://127.0.0.1:PORT/v1` once it accepts connections. `GET /_stats` answers
 `{"requests": served chat completions, "cpu_seconds": this process's CPU time}`;
-`POST /_control` with `{"latency": seconds}` changes the latency of later calls.
+`POST /_control` with `{"latency": seconds}` changes the latency of later calls. `GET /_stamps`
+answers the last 10,000 calls' `[arrived, answered]` times, on the machine's monotonic clock
+(the latency scenario lines them up with the server's stamps).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import json
 import signal
 import time
 import uuid
+from collections import deque
 from typing import Any
 
 import httptools
@@ -51,6 +54,7 @@ class ModelScript:
         self.answer_words = answer_words
         self.answer = " ".join(f"word{n}" for n in range(answer_words)) if answer_words else "done"
         self.requests = 0
+        self.stamps: deque[tuple[float, float]] = deque(maxlen=10_000)
 
     def steps_in_turn(self, messages: list[JSON]) -> int:
         """Assistant messages since the last user message: the model calls of this turn."""
@@ -185,6 +189,8 @@ class ModelProtocol(asyncio.Protocol):
             cpu = time.process_time()
             stats = {"requests": self.script.requests, "cpu_seconds": cpu}
             self.write(_response("200 OK", json.dumps(stats).encode()))
+        elif url == b"/_stamps":
+            self.write(_response("200 OK", json.dumps(list(self.script.stamps)).encode()))
         elif method == b"POST" and url == b"/_control":
             self.script.latency = float(json.loads(body)["latency"])
             self.write(_response("200 OK", b"{}"))
@@ -194,11 +200,13 @@ class ModelProtocol(asyncio.Protocol):
             self.write(_response("404 Not Found", b'{"error":{"message":"not found"}}'))
 
     async def chat(self, body: JSON) -> None:
+        arrived = time.monotonic()
         if self.script.latency:
             await asyncio.sleep(self.script.latency)
         self.script.requests += 1
         if not body.get("stream"):
             self.write(_response("200 OK", self.script.completion(body)))
+            self.script.stamps.append((arrived, time.monotonic()))
             return
         self.write(
             b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
@@ -209,6 +217,7 @@ class ModelProtocol(asyncio.Protocol):
                 await asyncio.sleep(self.script.chunk_delay)
             self.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
         self.write(b"0\r\n\r\n")
+        self.script.stamps.append((arrived, time.monotonic()))
 
     def write(self, data: bytes) -> None:
         if self.transport is not None and not self.transport.is_closing():

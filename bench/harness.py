@@ -159,6 +159,11 @@ class FakeModel:
         answer: dict[str, float] = httpx.get(f"{self.root}/_stats", timeout=10).json()
         return answer
 
+    def stamps(self) -> list[tuple[float, float]]:
+        """The last calls' arrival and answer times (monotonic seconds)."""
+        calls = httpx.get(f"{self.root}/_stamps", timeout=10).json()
+        return [(float(arrived), float(answered)) for arrived, answered in calls]
+
     def set_latency(self, seconds: float) -> None:
         httpx.post(f"{self.root}/_control", json={"latency": seconds}, timeout=10)
 

@@ -719,6 +719,21 @@ def instructions_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, lis
     return title, header, rows
 
 
+def latency_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Row]]:
+    """One row per part of a step, one column per database."""
+    header = ["part of a step (ms, median)", *(result["db"] for result in results)]
+    parts = list(results[0]["parts_ms"])
+    rows = [[part, *(f"{result['parts_ms'][part]:.2f}" for result in results)] for part in parts]
+    rows.append(["sum of the parts", *(f"{sum(r['parts_ms'].values()):.2f}" for r in results)])
+    rows.append(["a step besides its model call", *(f"{r['step_ms']:.2f}" for r in results)])
+    rows.append(["steps", *(f"{r['steps']} of {r['steps'] + r['steps_missed']}" for r in results)])
+    title = (
+        "10. Where a step's latency goes: the overhead scenario's steps stamped in every process "
+        f"(bench/latency_probe.py), the model answering after {results[0]['model_ms']:.0f} ms"
+    )
+    return title, header, rows
+
+
 TABLES: dict[str, Callable[[Sequence[dict[str, Any]]], tuple[str, Row, list[Row]]]] = {
     "overhead": overhead_table,
     "throughput": throughput_table,
@@ -727,6 +742,7 @@ TABLES: dict[str, Callable[[Sequence[dict[str, Any]]], tuple[str, Row, list[Row]
     "streams": streams_table,
     "census": census_table,
     "instructions": instructions_table,
+    "latency": latency_table,
 }
 PEERS = ("bare", "playground", "aegra")
 

@@ -22,7 +22,16 @@ from rich.console import Console
 
 from bench import report
 from bench.harness import REPO, machine, postgres_reachable
-from bench.scenarios import baseline, instructions, overhead, peers, streams, throughput, waiting
+from bench.scenarios import (
+    baseline,
+    instructions,
+    latency,
+    overhead,
+    peers,
+    streams,
+    throughput,
+    waiting,
+)
 
 Scenario = Callable[[str, bool, Path], Awaitable[dict[str, Any]]]
 SCENARIOS: dict[str, Scenario] = {
@@ -36,6 +45,7 @@ SCENARIOS: dict[str, Scenario] = {
     "streams": streams.run,
     "census": overhead.census,
     "instructions": instructions.run,
+    "latency": latency.run,
 }
 # Scenarios that do not run once per Juru database: the name of their one row.
 SINGLE = {"baseline": "in-process", "bare": "in-process", "aegra": "postgresql"}

@@ -19,7 +19,7 @@ from bench import http_floor, report, run
 from bench.client import TOOL
 from bench.harness import POSTGRES_URL, FakeModel, create_postgres_database, drop_postgres_database
 from bench.profile import attribute
-from bench.scenarios import baseline, overhead, peers, streams, throughput
+from bench.scenarios import baseline, latency, overhead, peers, streams, throughput
 from juru.agents.hosted import build_hosted_agent
 
 pytestmark = pytest.mark.e2e
@@ -371,6 +371,29 @@ def test_instructions_scenario_counts_the_measured_runs_of_every_server_process(
     title, _header, rows = report.instructions_table([result])
     assert title.startswith("9. Instructions per model step")
     assert rows[0][4] == f"{result['instructions_per_step'] / 1e6:.2f} M"
+
+
+def test_latency_scenario_takes_every_step_apart_in_parts_that_add_up(tmp_path: Path) -> None:
+    argv = ["--db", "sqlite", "--scenarios", "latency", "--quick", "--out", str(tmp_path)]
+    assert run.main(argv) == 0
+    result = json.loads((tmp_path / "latency-sqlite.json").read_text())
+    # Every tool outputs' request of the measured runs (four a run), each split: the probe
+    # found every point of the path in the API process and in the worker that ran the step.
+    assert (result["steps"], result["steps_missed"]) == (result["runs"] * 4, 0)
+    # The parts follow one another from the client's sending to its answer.
+    assert result["unexplained_ms"] < 0.001
+    parts = result["parts_ms"]
+    assert list(parts) == [name for name, _, _ in latency.SEGMENTS]
+    # Both writes went through the driver, and both the API and the worker did work of their
+    # own on the way.
+    for part in ("the tool outputs' write: in the driver", "the step's write: in the driver"):
+        assert parts[part] > 0
+    assert parts["HTTP, key, rate limit, body (API)"] > 0
+    assert parts["LangGraph to the model call"] > 0
+    assert 0 < result["step_ms"] < 1000
+    title, _header, rows = report.latency_table([result])
+    assert title.startswith("10. Where a step's latency goes")
+    assert rows[-1] == ["steps", f"{result['steps']} of {result['steps']}"]
 
 
 def test_throughput_scenario_times_each_steps_wait(
