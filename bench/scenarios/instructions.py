@@ -26,9 +26,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from bench.client import Api, warm_every_worker
+from bench.client import Api
 from bench.harness import process_tree, stack
-from bench.scenarios.overhead import STEPS_PER_RUN, Driving
+from bench.scenarios.overhead import STEPS_PER_RUN, Driving, warmed_threads
 
 # A step's work, not its waits, is counted: the model answers at once.
 LATENCY = 0.0
@@ -70,16 +70,13 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
     ) as bench:
         api = Api(bench.server.base_url, bench.key, connections=8)
         try:
-            agent = await api.create_agent()
-            threads = [await api.create_thread(agent) for _ in range(warm_runs + runs)]
-            await warm_every_worker(api, agent, bench)
-            await Driving(answer_waits=True).block(api, bench, threads[:warm_runs])
+            threads = await warmed_threads(api, bench, warm_runs, runs)
             processes = process_tree(bench.server.pid)
             for pid in processes:
                 _control("--instr=on", pid)
                 _control("--zero", pid)
             counted = Driving(answer_waits=True)
-            await counted.block(api, bench, threads[warm_runs:])
+            await counted.block(api, bench, threads)
             by_process = {pid: _dumped(counts, pid) for pid in processes}
         finally:
             await api.aclose()

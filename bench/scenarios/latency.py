@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.client import Api, warm_every_worker
+from bench.client import Api
 from bench.harness import stack
-from bench.scenarios.overhead import LATENCY, STEPS_PER_RUN, Driving
+from bench.scenarios.overhead import LATENCY, STEPS_PER_RUN, warmed_threads
 
 PROBE = Path(__file__).resolve().parents[1] / "latency_probe.py"
 WAIT = 30.0
@@ -184,11 +184,7 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
     with stack(dialect, latency=LATENCY, tool_calls=STEPS_PER_RUN - 1, under=under) as bench:
         api = Api(bench.server.base_url, bench.key, connections=8)
         try:
-            agent = await api.create_agent()
-            threads = [await api.create_thread(agent) for _ in range(warm_runs + runs)]
-            await warm_every_worker(api, agent, bench)
-            await Driving(answer_waits=True).block(api, bench, threads[:warm_runs])
-            for thread in threads[warm_runs:]:
+            for thread in await warmed_threads(api, bench, warm_runs, runs):
                 created = await api.start_run(thread, wait=WAIT)
                 driven = await api.drive(created, WAIT, waits=requests)
                 if driven.status != "succeeded":

@@ -104,6 +104,16 @@ class Driving:
         return {shape: count / self.done["model_steps"] for shape, count in ordered}
 
 
+async def warmed_threads(api: Api, bench: Stack, warm_runs: int, runs: int) -> list[str]:
+    """`runs` threads of a new agent, for runs measured one at a time once every worker
+    process has run a run and `warm_runs` more runs went through the server."""
+    agent = await api.create_agent()
+    threads = [await api.create_thread(agent) for _ in range(warm_runs + runs)]
+    await warm_every_worker(api, agent, bench)
+    await Driving(answer_waits=True).block(api, bench, threads[:warm_runs])
+    return threads[warm_runs:]
+
+
 async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
     runs = 5 if quick else 30
     with stack(dialect, latency=LATENCY, tool_calls=STEPS_PER_RUN - 1) as bench:
