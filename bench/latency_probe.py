@@ -6,7 +6,7 @@ Each stamp is one line appended to STAMPS, `<monotonic seconds> <pid> <thread> <
 `>` marks a function's entry and `<` its return. Linux's monotonic clock is the machine's, so
 the stamps of the server's processes (workers are forks: they inherit the probe), of the fake
 model and of the bench's client line up. A line is one `write` to a file opened for appending,
-a few microseconds, so a step's thirty-odd stamps cost far less than its latency.
+a few microseconds, so a step's fifty-odd stamps cost far less than its latency.
 
 The probe wraps the functions named in `POINTS` as their modules are imported, and listens to
 SQLAlchemy's cursor executions (the driver's time, `db_*`). A name that no longer resolves

@@ -13,7 +13,7 @@ up to it, and the table gives each part's median over the steps.
 A write is split in two: the time inside the database driver's calls (its statements and its
 COMMIT, with PostgreSQL's round trips and own work) and the rest of the transaction (Juru,
 SQLAlchemy and the driver's Python between them). The stamps cost a few microseconds each,
-about thirty a step.
+about fifty a step.
 
     python -m bench.run --db both --scenarios latency
 """
