@@ -13,7 +13,6 @@ import socket
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
 
 import psycopg
 import pytest
@@ -135,12 +134,9 @@ async def test_work_for_any_worker_wakes_every_process(
     assert await work_heard_after(backend, pair, WORK)
 
 
-Taken = TypeVar("Taken")
-
-
 async def handed_after(
-    backend: tuple[str, str], pair: Pair, payload: str, taken: list[Taken]
-) -> list[Taken]:
+    backend: tuple[str, str], pair: Pair, payload: str, taken: list[str]
+) -> list[str]:
     """`taken` (what the worker's process gives the runs handed to it) once `payload` reached
     that process (a marker sent after it in the same commit arrives after it)."""
     api, worker = pair
@@ -156,26 +152,12 @@ async def test_a_run_handed_to_a_worker_reaches_that_worker_only(
     _, worker = pair
     taken: list[str] = []
     await worker.wait_for_work(0)  # forget any earlier announcement
-    with worker.serve_work("here/1", lambda run_id, _state: taken.append(run_id)):
+    with worker.serve_work("here/1", taken.append):
         assert await handed_after(backend, pair, handed_to("elsewhere/1", "run_a"), taken) == []
         assert await handed_after(backend, pair, handed_to("here/1", "run_b"), taken) == ["run_b"]
         # A run handed to it needs no claim: no worker of the process is asked to look.
         assert not await worker.wait_for_work(0)
     assert await handed_after(backend, pair, handed_to("here/1", "run_c"), taken) == ["run_b"]
-
-
-async def test_a_handed_run_reaches_its_worker_as_the_notice_carried_it(
-    pair: Pair, backend: tuple[str, str]
-) -> None:
-    _, worker = pair
-    taken: list[tuple[str, dict[str, Any] | None]] = []
-    state = {"id": "run_b", "status": "running", "agent_revision": 3, "note": 'é " |'}
-    with worker.serve_work("here/1", lambda run_id, carried: taken.append((run_id, carried))):
-        await handed_after(backend, pair, handed_to("here/1", "run_b", state), taken)
-        # What would not fit in a notice is left out: the worker reads the run.
-        too_large = {**state, "note": "x" * MAX_NOTICE_BYTES}
-        await handed_after(backend, pair, handed_to("here/1", "run_c", too_large), taken)
-    assert taken == [("run_b", state), ("run_c", None)]
 
 
 async def test_a_closed_watch_is_not_woken(pair: Pair) -> None:

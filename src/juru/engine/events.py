@@ -13,9 +13,7 @@ id>` (a stream follows the run: its model calls should stream their text), HELLO
 just started: tell it which runs you follow), WORK (a run needs a worker: every idle one
 looks) or `*work <worker> <run id>` (the run was leased to the named worker, which ran it last,
 by the write that resumed it: that worker takes it up without a claim, once it has room, and
-the others do not look; its short lease lapses to any worker's claim meanwhile), `*work
-<worker> <run id> <json>` with the run as that write left it, when it fits (a worker with
-room takes it up from the notice, without reading it).
+the others do not look; its short lease lapses to any worker's claim meanwhile).
 """
 
 from __future__ import annotations
@@ -60,21 +58,12 @@ MAX_PENDING_ARRIVALS = 1000
 # under 8,000 bytes, the datagram sockets' 4,096-byte reads). What would not fit is not
 # carried; its watchers and followers read it.
 MAX_NOTICE_BYTES = 3800
-# What a worker is given when a run is handed to it: the run's id, and its state when the
-# notice carried it.
-TakeHanded = Callable[[str, dict[str, Any] | None], None]
 
 
-def handed_to(worker: str, run_id: str, state: dict[str, Any] | None = None) -> str:
+def handed_to(worker: str, run_id: str) -> str:
     """The payload saying that `run_id` was leased to `worker` by the write that resumed it:
-    the worker takes it up without a claim of its own (see `Worker`); with `state`, the run
-    as that write left it (`store.run_state.handed_state`), left out where it would not fit."""
-    payload = f"{WORK} {worker} {run_id}"
-    if state is not None:
-        carried = f"{payload} {_json(state)}"
-        if _fits(carried):
-            return carried
-    return payload
+    the worker takes it up without a claim of its own (see `Worker`)."""
+    return f"{WORK} {worker} {run_id}"
 
 
 def log_grew(run_id: str, events: Sequence[RunEventRecord] | None = None) -> str:
@@ -239,10 +228,12 @@ class RunEvents(Protocol):
     async def announce_work(self) -> None:
         """A run needs a worker."""
 
-    def serve_work(self, worker: str, take: TakeHanded) -> contextlib.AbstractContextManager[None]:
-        """While open, a run handed to `worker` (`handed_to`) is given to `take`, with the
-        state its notice carried (None when it carried none; a worker with no room takes it
-        up once it has; its short lease may lapse to another worker's claim meanwhile)."""
+    def serve_work(
+        self, worker: str, take: Callable[[str], None]
+    ) -> contextlib.AbstractContextManager[None]:
+        """While open, a run handed to `worker` (`handed_to`) is given to `take` (a worker
+        with no room takes it up once it has; its short lease may lapse to another worker's
+        claim meanwhile)."""
 
     def notices(self, *payloads: str) -> list[tuple[str, str]]:
         """What a write should send in its own transaction for the other processes to hear of
@@ -259,12 +250,6 @@ class RunEvents(Protocol):
     ) -> contextlib.AbstractAsyncContextManager[RunChanged]:
         """An event set whenever the run changes while the context is open; with `leases`, also
         when only its lease moves (what a worker guarding its run must hear of)."""
-
-    def watching(
-        self, run_id: str, leases: bool = False
-    ) -> contextlib.AbstractContextManager[RunChanged]:
-        """`watch`, opened without waiting: for code that must not miss a change between
-        a notice it was handed and its next await."""
 
     def follow(self, run_id: str) -> contextlib.AbstractAsyncContextManager[Follower]:
         """A follower woken whenever the run changes, its log grows or a delta arrives; the
@@ -295,7 +280,7 @@ class LocalRunEvents:
         self._background: set[asyncio.Task[None]] = set()
         self._work = asyncio.Event()
         # This process's workers, by name: what takes the runs handed to each.
-        self._workers: dict[str, TakeHanded] = {}
+        self._workers: dict[str, Callable[[str], None]] = {}
 
     async def start(self) -> None:
         return None
@@ -339,13 +324,11 @@ class LocalRunEvents:
         if not addressed:
             self._work.set()
             return
-        worker, _, handed = addressed.partition(" ")
+        worker, _, run_id = addressed.partition(" ")
         take = self._workers.get(worker)
         if take is None:
             return  # another process's worker
-        run_id, _, text = handed.partition(" ")
-        state = self._json_of(run_id, text) if text else None
-        take(run_id, state if isinstance(state, dict) else None)
+        take(run_id)
 
     def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
@@ -447,7 +430,7 @@ class LocalRunEvents:
         await self._publish(WORK)
 
     @contextlib.contextmanager
-    def serve_work(self, worker: str, take: TakeHanded) -> Iterator[None]:
+    def serve_work(self, worker: str, take: Callable[[str], None]) -> Iterator[None]:
         self._workers[worker] = take
         try:
             yield
@@ -465,11 +448,6 @@ class LocalRunEvents:
 
     @contextlib.asynccontextmanager
     async def watch(self, run_id: str, leases: bool = False) -> AsyncIterator[RunChanged]:
-        with self.watching(run_id, leases) as event:
-            yield event
-
-    @contextlib.contextmanager
-    def watching(self, run_id: str, leases: bool = False) -> Iterator[RunChanged]:
         event = RunChanged()
         watchers = self._lease_watchers if leases else self._watchers
         watchers[run_id].add(event)

@@ -25,7 +25,7 @@ from juru.store.database import Database
 from juru.store.holds import Hold
 from juru.store.records import RunRecord
 from juru.store.run_log import RunEventRecord
-from juru.store.run_state import handed_state, run_state
+from juru.store.run_state import run_state
 from juru.store.runs import RunGuard
 from juru.store.steps import StatusChange, StepWrite
 from juru.store.transactions import Notice
@@ -88,24 +88,16 @@ class RunMachine:
         *,
         hold: Hold | None = None,
         release_unclaimed_hold: bool = False,
-        work: bool = False,
-        hand_to: str | None = None,
+        work: str | None = None,
     ) -> RunRecord | None:
-        # The move's own transaction tells the other processes (and, with `work`, the workers;
-        # with `hand_to`, only that worker, given the run as the move left it), carrying the
-        # status event it appended for the run's streams; this process hears of it once it
-        # committed.
-        payloads = [run_id, WORK] if work else [run_id]
-        if hand_to is not None:
-            payloads.append(handed_to(hand_to, run_id))
+        # The move's own transaction tells the other processes (and, with `work`, the workers:
+        # any of them, or the one a run was handed to), carrying the status event it appended
+        # for the run's streams; this process hears of it once it committed.
+        payloads = [run_id, work] if work is not None else [run_id]
         ended_below: list[str] = []
 
-        def notices_of(
-            run: Mapping[str, Any], appended: Sequence[RunEventRecord] | None
-        ) -> list[Notice]:
+        def notices_of(appended: Sequence[RunEventRecord] | None) -> list[Notice]:
             payloads[0] = changed_to(run_id, None, self._for_streams(run_id, appended))
-            if hand_to is not None:
-                payloads[-1] = handed_to(hand_to, run_id, handed_state(run))
             return self.events.notices(*payloads)
 
         moved = await run_store.transition_run(
@@ -228,6 +220,7 @@ class RunMachine:
             "lease_owner": None,
             "lease_expires_at": None,
         }
+        work = WORK
         if run.last_worker is not None:
             # Counted as a claim would count it (no claim comes between a pause and its
             # resume: the pause count guards the write).
@@ -236,6 +229,7 @@ class RunMachine:
                 lease_expires_at=now + timedelta(seconds=self.limits.handoff()),
                 attempts=run.attempts + 1,
             )
+            work = handed_to(run.last_worker, run.id)
         return await self._move(
             run.id,
             {RunStatus.REQUIRES_ACTION},
@@ -243,8 +237,7 @@ class RunMachine:
             values,
             RunGuard(pause_count=run.pause_count),
             hold=hold,
-            work=run.last_worker is None,
-            hand_to=run.last_worker,
+            work=work,
         )
 
     async def handed_runs(self, run_ids: Sequence[str]) -> list[RunRecord]:

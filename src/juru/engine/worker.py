@@ -9,19 +9,15 @@ import os
 import socket
 import time
 import uuid
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from juru.core.states import RunStatus
-from juru.engine.events import RunChanged
 from juru.engine.execution import RunContext, RunExecution
 from juru.engine.machine import RunMachine
 from juru.store.leases import release_leases_of
 from juru.store.outage import OUTAGE_ERRORS, is_outage
 from juru.store.records import RunRecord
 from juru.store.run_log import prune_events
-from juru.store.run_state import run_from_state
 from juru.store.runs import overdue_runs
 
 logger = logging.getLogger(__name__)
@@ -60,10 +56,9 @@ class Worker:
         self._running: set[asyncio.Task[None]] = set()
         # The runs this worker is executing, by id: the latest execution of each, and its task.
         self._executing: dict[str, tuple[RunExecution, asyncio.Task[None]]] = {}
-        # Runs handed to this worker by the writes that resumed them, not yet taken up (each
-        # with the run as its notice carried it, when it did and the worker had room, watched
-        # for any change since), and what wakes the worker for them.
-        self._handed: list[Handed] = []
+        # Runs handed to this worker by the writes that resumed them, not yet taken up, and
+        # what wakes the worker for them.
+        self._handed: list[str] = []
         self._handed_wake = asyncio.Event()
         # When this worker last claimed (its poll claims again `IDLE_POLL_SECONDS` after).
         self._claimed_at = 0.0
@@ -84,16 +79,8 @@ class Worker:
         finally:
             await self._stop_runs()
 
-    def _hand(self, run_id: str, state: dict[str, Any] | None = None) -> None:
-        # A run that has to wait for room is read when it is taken up: much may have
-        # happened to it meanwhile.
-        carried = run_from_state(state) if state is not None and self.has_room() else None
-        handed = Handed(run_id, carried)
-        if carried is not None:
-            handed.changes = handed.watch.enter_context(
-                self.machine.events.watching(run_id, leases=True)
-            )
-        self._handed.append(handed)
+    def _hand(self, run_id: str) -> None:
+        self._handed.append(run_id)
         self._handed_wake.set()
 
     async def _serve(self) -> None:
@@ -148,18 +135,14 @@ class Worker:
 
     async def _take_up(self) -> int:
         """Start the runs handed to this worker (each leased to it by the write that resumed
-        it), as many as it has room for: as their notices carried them, or else in one read,
-        those still running under that lease. A run that ended before it was taken up gives
-        back the pre-hold it was resumed with (`transition_run` leaves it to the lease holder),
-        unless another worker claimed it since, or an execution of this worker has it.
-        Returns how many were started."""
+        it), as many as it has room for, in one read: those still running under that lease.
+        A run that ended before it was taken up gives back the pre-hold it was resumed with
+        (`transition_run` leaves it to the lease holder), unless another worker claimed it
+        since, or an execution of this worker has it. Returns how many were started."""
         room = self.concurrency - len(self._running)
-        handed, self._handed = self._handed[:room], self._handed[room:]
-        now = self.machine.clock.now()
-        carried = [run for run in map(Handed.as_carried, handed) if run and _lease_lasts(run, now)]
-        unread = [h.run_id for h in handed if h.carried not in carried]
+        run_ids, self._handed = self._handed[:room], self._handed[room:]
         started = 0
-        for run in carried + await self.machine.handed_runs(unread):
+        for run in await self.machine.handed_runs(run_ids):
             if run.status == RunStatus.RUNNING and run.lease_owner == self.name:
                 started += self._start(run)
             elif (
@@ -238,36 +221,9 @@ class Worker:
         await self._stop_runs()
 
     async def _stop_runs(self) -> None:
-        for handed in self._handed:
-            handed.watch.close()
         for task in list(self._running):
             task.cancel()
         await asyncio.gather(*list(self._running), return_exceptions=True)
-
-
-@dataclass
-class Handed:
-    """A run handed to a worker, not yet taken up: as its notice carried it (None when it
-    did not, or the worker had no room then), and what changed it since."""
-
-    run_id: str
-    carried: RunRecord | None
-    watch: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
-    changes: RunChanged | None = None
-
-    def as_carried(self) -> RunRecord | None:
-        """The run as its notice carried it, if nothing changed it since (closes the watch).
-        A run taken up so is as the resume left it; one that changed was perhaps cancelled
-        (a read finds it ended, and its worker gives its pre-hold back)."""
-        with self.watch:
-            if self.changes is not None and self.changes.changes:
-                return None
-            return self.carried
-
-
-def _lease_lasts(run: RunRecord, now: datetime) -> bool:
-    # Once the lease the resume gave the worker lapsed, another worker may have claimed the run.
-    return run.lease_expires_at is not None and run.lease_expires_at > now
 
 
 class Reaper:

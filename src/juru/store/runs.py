@@ -5,7 +5,7 @@ never both move a run.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -241,22 +241,19 @@ def run_update_parameters(
     return parameters
 
 
-# The notices a status change sends, from the run as the change left it (its row, with
-# `HANDED_EXTRAS`) and the event it appends to the run's log as the log will hold it (None
-# where that is not known).
-TransitionNotices = Callable[[Mapping[str, Any], Sequence[RunEventRecord] | None], Sequence[Notice]]
+# The notices a status change sends, from the event it appends to the run's log as the log
+# will hold it (None where that is not known).
+TransitionNotices = Callable[[Sequence[RunEventRecord] | None], Sequence[Notice]]
 
 
 @lru_cache(maxsize=256)
 def _transition_update(
     sources: tuple[str, ...], guards: tuple[str, ...], columns: tuple[str, ...]
 ) -> Any:
-    """A status change's UPDATE, returning the run with what a claim returns besides its row
-    (`HANDED_EXTRAS`: a worker the run is handed to takes it up from the notice) and where
-    its log stands (`run_log.log_tail_columns`: its one event, the status, has no key); built
-    once per shape."""
-    statement = run_update(sources, guards, columns).returning(_AGENT_REVISION, _ACCOUNT_TIER)
-    return statement.returning(*log_tail_columns(keyed=False))
+    """A status change's UPDATE, returning the run and where its log stands
+    (`run_log.log_tail_columns`: its one event, the status, has no key); built once per
+    shape."""
+    return run_update(sources, guards, columns).returning(*log_tail_columns(keyed=False))
 
 
 # A run's hold that did not fit, forgotten (the run takes one when it is claimed).
@@ -329,8 +326,7 @@ async def transition_run(
         event = status_event(row._mapping)
         notices: Sequence[Notice] = ()
         if notices_of is not None:
-            appended = appended_records(run_id, [event], row._mapping, now)
-            notices = notices_of(dict(row._mapping), appended)
+            notices = notices_of(appended_records(run_id, [event], row._mapping, now))
         logged = events_part([(run_id, event)], now, notices)
         if target.is_terminal:
             write_parts(connection, [logged])
