@@ -37,9 +37,7 @@ POINTS: dict[str, tuple[str, str]] = {
     "edge": ("juru.http.edges", "EdgeMiddleware.__call__"),
     "service": ("juru.hosted.service", "HostedService.submit_tool_outputs"),
     "wait": ("juru.hosted.service", "HostedService._wait"),
-    # A write as its caller awaits it, and its transaction in the store's thread.
-    "write_sqlite": ("juru.store.write_queue", "SqliteWriter.run"),
-    "write_postgresql": ("juru.store.database", "ThreadedWriter.run"),
+    # A write's transaction, in the store's thread.
     "txn_sqlite": ("juru.store.write_queue", "SqliteWriter._transaction"),
     "txn_postgresql": ("juru.store.database", "ThreadedWriter._transaction"),
     "handed": ("juru.engine.machine", "RunMachine.handed_runs"),

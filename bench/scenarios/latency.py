@@ -20,6 +20,7 @@ about fifty a step.
 
 from __future__ import annotations
 
+import bisect
 import statistics
 import sys
 from collections import defaultdict
@@ -82,42 +83,51 @@ class MissingPoint(Exception):
     """A step's stamps lack a point of the path."""
 
 
-class StepStamps:
-    """The stamps of one step's request, looked up in order."""
+class Timeline:
+    """Every process's stamps in time order, looked up from a time on."""
 
-    def __init__(self, stamps: list[Stamp], api_pid: int, worker_pid: int) -> None:
-        self.stamps, self.api_pid, self.worker_pid = stamps, api_pid, worker_pid
+    def __init__(self, stamps: list[Stamp]) -> None:
+        self.stamps = stamps
+        self.times = [stamp.at for stamp in stamps]
+
+    def since(self, at: float) -> list[Stamp]:
+        return self.stamps[bisect.bisect_left(self.times, at) :]
 
     def first(self, pid: int, points: tuple[str, ...], after: float) -> Stamp:
-        for stamp in self.stamps:
-            if stamp.pid == pid and stamp.point in points and stamp.at >= after:
+        for stamp in self.since(after):
+            if stamp.pid == pid and stamp.point in points:
                 return stamp
         raise MissingPoint(f"{'/'.join(points)} after {after:.6f} in process {pid}")
+
+    def caller_of(self, model_in: float) -> int:
+        """The process whose call of the model was the last to begin before `model_in`."""
+        for stamp in reversed(self.stamps[: bisect.bisect_right(self.times, model_in)]):
+            if stamp.point == "model>":
+                return stamp.pid
+        raise MissingPoint("no process called the model")
 
     def in_driver(self, transaction: Stamp, end: float) -> float:
         """The seconds the thread of a transaction that began at `transaction` spent inside
         the driver's calls until `end`."""
         spent, entered = 0.0, None
-        for stamp in self.stamps:
-            if stamp.thread != transaction.thread or not transaction.at <= stamp.at <= end:
+        for stamp in self.since(transaction.at):
+            if stamp.at > end:
+                break
+            if stamp.thread != transaction.thread or not stamp.point.startswith("db_"):
                 continue
-            if stamp.point.startswith("db_") and stamp.point.endswith(">") and entered is None:
+            if stamp.point.endswith(">") and entered is None:
                 entered = stamp.at
-            elif stamp.point.startswith("db_") and stamp.point.endswith("<") and entered:
+            elif stamp.point.endswith("<") and entered is not None:
                 spent, entered = spent + stamp.at - entered, None
         return spent
 
 
 def step_points(
-    stamps: list[Stamp], api_pid: int, asked: float, answered: float, model: tuple[float, float]
+    step: Timeline, api: int, asked: float, answered: float, model: tuple[float, float]
 ) -> dict[str, float]:
     """The times of every point of `SEGMENTS` in one step's request."""
     model_in, model_out = model
-    callers = [s.pid for s in stamps if s.point == "model>" and s.at <= model_in]
-    if not callers:
-        raise MissingPoint("no process called the model")
-    api, worker = api_pid, callers[-1]
-    step = StepStamps(stamps, api, worker)
+    worker = step.caller_of(model_in)
     at = {"client>": asked, "client<": answered, "model_in": model_in, "model_out": model_out}
 
     def first(name: str, pid: int, points: tuple[str, ...], after: str) -> Stamp:
@@ -155,6 +165,7 @@ def split(
     and the sum of its parts (none, unless a part is missing from `SEGMENTS`)."""
     parts: dict[str, list[float]] = defaultdict(list)
     totals, missed, unexplained = [], 0, 0.0
+    timeline = Timeline(stamps)
     for asked, took in requests:
         answered = asked + took
         calls = [call for call in model_calls if asked <= call[0] and call[1] <= answered]
@@ -162,7 +173,7 @@ def split(
             missed += 1
             continue
         try:
-            at = step_points(stamps, api_pid, asked, answered, calls[0])
+            at = step_points(timeline, api_pid, asked, answered, calls[0])
         except MissingPoint:
             missed += 1
             continue
