@@ -205,8 +205,11 @@ class ModelProtocol(asyncio.Protocol):
             await asyncio.sleep(self.script.latency)
         self.script.requests += 1
         if not body.get("stream"):
-            self.write(_response("200 OK", self.script.completion(body)))
+            answer = _response("200 OK", self.script.completion(body))
+            # Stamped before the answer leaves: once it is sent, the caller may read it (and
+            # stamp its own reading) before this process runs again.
             self.script.stamps.append((arrived, time.monotonic()))
+            self.write(answer)
             return
         self.write(
             b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
@@ -216,8 +219,8 @@ class ModelProtocol(asyncio.Protocol):
             if index and self.script.chunk_delay:
                 await asyncio.sleep(self.script.chunk_delay)
             self.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
-        self.write(b"0\r\n\r\n")
         self.script.stamps.append((arrived, time.monotonic()))
+        self.write(b"0\r\n\r\n")
 
     def write(self, data: bytes) -> None:
         if self.transport is not None and not self.transport.is_closing():
