@@ -416,8 +416,10 @@ def test_throughput_scenario_times_each_steps_wait(
 def test_peer_scenarios_run_the_same_graph_in_process_and_in_the_playground(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Smaller than quick mode: one sequential run, one level of 2 clients for a second.
+    # Smaller than quick mode: one sequential run, one level of 2 clients for a second, and
+    # alternating blocks of one run each.
     monkeypatch.setattr(peers, "levels", lambda quick: ([2], 0.5, 1.0, 1))
+    monkeypatch.setattr(peers, "alternation", lambda quick: (2, 1))
     argv = ["--db", "sqlite", "--scenarios", "bare,playground", "--quick", "--out", str(tmp_path)]
     assert run.main(argv) == 0
     bare = json.loads((tmp_path / "bare-in-process.json").read_text())
