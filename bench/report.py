@@ -757,7 +757,8 @@ def tables(results: Sequence[dict[str, Any]]) -> list[tuple[str, Row, list[Row]]
     if mine:
         found.append(peers_table(mine))
         found.append(peer_summary(mine))
-    return found
+    # In the order of their numbers ("5. Peers: ..."), whatever order the scenarios ran in.
+    return sorted(found, key=lambda table: int(table[0].split(".", 1)[0]))
 
 
 def print_tables(results: Sequence[dict[str, Any]], console: Console | None = None) -> None:

@@ -477,3 +477,20 @@ def test_streams_scenario_follows_runs_and_holds_streams_open(
     assert any(name.startswith("event delay p99") for name in names)
     # Without scenario 1 in the sitting, the stream's extra CPU comes from scenario 7 alone.
     assert any(name.startswith("CPU per step, streamed minus") for name in names)
+
+
+def test_tables_follow_their_numbers_whatever_order_the_scenarios_ran_in(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def titled(title: str) -> Any:
+        return lambda results: (title, [], [])
+
+    # The scenarios' own tables first (9 before 10 and 7 as numbers, not as text), the peers'
+    # last, as `tables` builds them.
+    built = {"latency": titled("10. l"), "census": titled("9. c"), "streams": titled("7. s")}
+    monkeypatch.setattr(report, "TABLES", built)
+    monkeypatch.setattr(report, "peers_table", titled("5. peers"))
+    monkeypatch.setattr(report, "peer_summary", titled("6. peers in one sitting"))
+    ran = [{"scenario": name} for name in ("latency", "aegra", "census", "streams")]
+    numbers = [title.split(".")[0] for title, _, _ in report.tables(ran)]
+    assert numbers == ["5", "6", "7", "9", "10"]
