@@ -10,9 +10,10 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select
 
+from juru.core.run_events import RunEventType
 from juru.store.holds import Hold, debit_part, held_total, hold, hold_part
 from juru.store.joined import write_parts
-from juru.store.run_log import events_after
+from juru.store.run_log import NewRunEvent, append_events, events_after
 from juru.store.tables import accounts, usage_charges
 from juru.store.transactions import write
 from juru.store.transcript import append_transcript, list_messages
@@ -152,3 +153,42 @@ async def test_a_transcript_written_again_updates_known_ids_and_appends_the_rest
         (3, "m4", "four"),
         (4, "m5", "five, last"),
     ]
+
+
+# Text that a driver or a JSON value has to quote or escape, and characters past ASCII.
+AWKWARD = 'say "hi" \\ back\nin {"json": [1, 2]} \'quoted\', café, 你好, 🙂, \t, ,;{}'
+
+
+async def test_text_and_json_come_back_as_they_were_written(hosted: HostedHarness) -> None:
+    run = await hosted.new_run()
+    engine, now = hosted.context.engine, hosted.clock.now()
+    calls = [{"id": "call_1", "name": "lookup", "arguments": '{"q": "' + AWKWARD + '"}'}]
+    messages: list[dict[str, Any]] = [
+        {"message_id": "m1", "role": "assistant", "content": AWKWARD, "tool_calls": calls},
+        {
+            "message_id": "m2",
+            "role": "tool",
+            "content": "",
+            "tool_calls": None,
+            "tool_call_id": "call_1",
+            "name": AWKWARD,
+        },
+    ]
+    data = {"text": AWKWARD, "nested": {"list": [AWKWARD, None, 1.5, True]}, "none": None}
+    events = [
+        NewRunEvent(RunEventType.MESSAGE_COMPLETED, data, key=AWKWARD),
+        NewRunEvent(RunEventType.MESSAGE_COMPLETED, {"empty": ""}),
+    ]
+
+    def both(connection: Connection) -> None:
+        append_transcript(connection, run["thread_id"], run["id"], messages, now)
+        append_events(connection, run["id"], events, now)
+
+    await write(engine, both)
+    written = (await list_messages(engine, run["thread_id"], 10, None)).items[-2:]
+    assert [(m.content, m.tool_calls, m.tool_call_id, m.name) for m in written] == [
+        (AWKWARD, calls, None, None),
+        ("", None, "call_1", AWKWARD),
+    ]
+    logged = (await events_after(engine, run["id"], 0))[-2:]
+    assert [event.data for event in logged] == [data, {"empty": ""}]

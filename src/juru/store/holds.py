@@ -22,7 +22,7 @@ from sqlalchemy import Connection, bindparam, delete, func, insert, select, upda
 
 from juru.store.database import Database
 from juru.store.joined import JoinedSql, Part, write_parts
-from juru.store.lists import in_list
+from juru.store.lists import StringList, in_list
 from juru.store.tables import accounts, balance_holds
 from juru.store.transactions import write
 from juru.store.types import Money, UtcDateTime
@@ -101,7 +101,8 @@ DEBIT = JoinedSql(
     (
         """debit_released AS (
             DELETE FROM balance_holds
-            WHERE balance_holds.id = ANY(CAST(:debit_holds AS text[]))
+            WHERE balance_holds.id IN
+                (SELECT json_array_elements_text(CAST(:debit_holds AS json)))
             RETURNING balance_holds.amount_rupiah
         )""",
         """debit_account AS (
@@ -112,7 +113,10 @@ DEBIT = JoinedSql(
             WHERE accounts.id = CAST(:debit_account AS text)
         )""",
     ),
-    types=(bindparam("debit_cost", type_=Money()),),
+    types=(
+        bindparam("debit_cost", type_=Money()),
+        bindparam("debit_holds", type_=StringList()),
+    ),
 )
 
 

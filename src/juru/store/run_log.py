@@ -12,7 +12,6 @@ on both databases.
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,7 +23,7 @@ from sqlalchemy import Connection, RowMapping, bindparam, delete, exists, func, 
 from juru.core.run_events import RunEventType
 from juru.store.database import Database, dialect_insert
 from juru.store.joined import JoinedSql, Part, write_parts
-from juru.store.lists import in_list
+from juru.store.lists import JsonRows, in_list
 from juru.store.tables import run_events, runs
 from juru.store.transactions import Notice, notify, write
 from juru.store.types import UtcDateTime
@@ -126,19 +125,20 @@ def _append_statement(dialect: str) -> Any:
     return statement.on_conflict_do_nothing(index_elements=[run_events.c.run_id, run_events.c.key])
 
 
-# PostgreSQL: the events, given as arrays, appended and the notices sent, as a part of a joined
-# statement (`store.joined`). The events whose key the run's log holds already (a redone step's)
-# are left out before the rest are numbered, each run's after its last id and in the order
-# given: what one row at a time with `ON CONFLICT DO NOTHING` would write. The notices are sent
-# by an entry that the statement's row counts (an entry nothing reads would not run).
+# PostgreSQL: the events, given as rows of one JSON value (`JsonRows`), appended and the
+# notices sent, as a part of a joined statement (`store.joined`). The events whose key the
+# run's log holds already (a redone step's) are left out before the rest are numbered, each
+# run's after its last id and in the order given: what one row at a time with `ON CONFLICT DO
+# NOTHING` would write. The notices are sent by an entry that the statement's row counts (an
+# entry nothing reads would not run).
 EVENTS_AND_NOTICES = JoinedSql(
     frozenset({"run_events"}),
     (
         """events_given AS (
-            SELECT * FROM unnest(
-                CAST(:events_run_ids AS text[]), CAST(:events_types AS text[]),
-                CAST(:events_keys AS text[]), CAST(:events_data AS text[])
-            ) WITH ORDINALITY AS given(run_id, type, key, data, position)
+            SELECT given.item ->> 0 AS run_id, given.item ->> 1 AS type,
+                given.item ->> 2 AS key, given.item -> 3 AS data, given.position
+            FROM json_array_elements(CAST(:events_rows AS json))
+                WITH ORDINALITY AS given(item, position)
         )""",
         """events_fresh AS (
             SELECT * FROM events_given AS given
@@ -154,17 +154,20 @@ EVENTS_AND_NOTICES = JoinedSql(
                 (SELECT coalesce(max(run_events.seq), 0) FROM run_events
                  WHERE run_events.run_id = fresh.run_id)
                 + row_number() OVER (PARTITION BY fresh.run_id ORDER BY fresh.position),
-                fresh.type, fresh.key, CAST(fresh.data AS json), :events_created_at
+                fresh.type, fresh.key, fresh.data, :events_created_at
             FROM events_fresh AS fresh
         )""",
         """events_notices AS (
-            SELECT pg_notify(notice.channel, notice.payload)
-            FROM unnest(CAST(:events_channels AS text[]), CAST(:events_payloads AS text[]))
-                AS notice(channel, payload)
+            SELECT pg_notify(notice.item ->> 0, notice.item ->> 1)
+            FROM json_array_elements(CAST(:events_notices AS json)) AS notice(item)
         )""",
     ),
     runs=("(SELECT count(*) FROM events_notices) AS notices_sent",),
-    types=(bindparam("events_created_at", type_=UtcDateTime()),),
+    types=(
+        bindparam("events_created_at", type_=UtcDateTime()),
+        bindparam("events_rows", type_=JsonRows()),
+        bindparam("events_notices", type_=JsonRows()),
+    ),
 )
 
 
@@ -219,13 +222,11 @@ def events_part(
         return {}
 
     parameters = {
-        "events_run_ids": [run_id for run_id, _ in events],
-        "events_types": [event.type.value for _, event in events],
-        "events_keys": [event.key for _, event in events],
-        "events_data": [json.dumps(event.data) for _, event in events],
+        "events_rows": [
+            (run_id, event.type.value, event.key, event.data) for run_id, event in events
+        ],
         "events_created_at": now,
-        "events_channels": [channel for channel, _ in notices],
-        "events_payloads": [payload for _, payload in notices],
+        "events_notices": list(notices),
     }
     return Part(EVENTS_AND_NOTICES, parameters, alone)
 

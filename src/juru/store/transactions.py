@@ -18,19 +18,20 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TypeVar
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, bindparam, text
 
 from juru.store.database import Database
+from juru.store.lists import JsonRows
 
 T = TypeVar("T")
 # A PostgreSQL notification (channel, payload) sent by a write's own transaction: delivered
 # to the listeners when it commits, and never if it rolls back; no transaction of its own.
 Notice = tuple[str, str]
-# Any number in one statement, in order (a function scan of arrays yields them in order).
+# Any number in one statement, in order (a function scan yields the rows in order).
 _NOTIFY = text(
-    "SELECT pg_notify(notice.channel, notice.payload) "
-    "FROM unnest(CAST(:channels AS text[]), CAST(:payloads AS text[])) AS notice(channel, payload)"
-)
+    "SELECT pg_notify(notice.item ->> 0, notice.item ->> 1) "
+    "FROM json_array_elements(CAST(:notices AS json)) AS notice(item)"
+).bindparams(bindparam("notices", type_=JsonRows()))
 
 
 async def write(
@@ -64,9 +65,7 @@ def notify(connection: Connection, notices: Sequence[Notice]) -> None:
     """Send `notices` from the transaction of `connection` (delivered when it commits), in
     one statement."""
     if notices:
-        channels = [channel for channel, _ in notices]
-        payloads = [payload for _, payload in notices]
-        connection.execute(_NOTIFY, {"channels": channels, "payloads": payloads})
+        connection.execute(_NOTIFY, {"notices": list(notices)})
 
 
 @contextmanager

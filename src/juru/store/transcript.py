@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -12,6 +11,7 @@ from sqlalchemy import Connection, bindparam, func, select
 
 from juru.store.database import Database, dialect_insert
 from juru.store.joined import JoinedSql, Part, write_parts
+from juru.store.lists import JsonRows
 from juru.store.pages import Page
 from juru.store.records import TranscriptMessage
 from juru.store.run_log import append_events, message_events
@@ -50,19 +50,19 @@ def append_transcript(
     write_parts(connection, [transcript_part(thread_id, run_id, messages, now)])
 
 
-# PostgreSQL: the messages, given as arrays, as a part of a joined statement (`store.joined`):
-# an id the thread holds already (a redone step's) updates its row in place, the others are
-# appended after the thread's last position, in the order given.
+# PostgreSQL: the messages, given as rows of one JSON value (`JsonRows`), as a part of a
+# joined statement (`store.joined`): an id the thread holds already (a redone step's) updates
+# its row in place, the others are appended after the thread's last position, in the order
+# given.
 TRANSCRIPT = JoinedSql(
     frozenset({"thread_messages"}),
     (
         """transcript_given AS (
-            SELECT * FROM unnest(
-                CAST(:transcript_ids AS text[]), CAST(:transcript_roles AS text[]),
-                CAST(:transcript_contents AS text[]), CAST(:transcript_tool_calls AS text[]),
-                CAST(:transcript_tool_call_ids AS text[]), CAST(:transcript_names AS text[])
-            ) WITH ORDINALITY AS given(message_id, role, content, tool_calls, tool_call_id,
-                                       name, position)
+            SELECT given.item ->> 0 AS message_id, given.item ->> 1 AS role,
+                given.item ->> 2 AS content, given.item -> 3 AS tool_calls,
+                given.item ->> 4 AS tool_call_id, given.item ->> 5 AS name, given.position
+            FROM json_array_elements(CAST(:transcript_rows AS json))
+                WITH ORDINALITY AS given(item, position)
         )""",
         """transcript_known AS (
             SELECT thread_messages.message_id FROM thread_messages
@@ -78,7 +78,7 @@ TRANSCRIPT = JoinedSql(
                  WHERE thread_messages.thread_id = CAST(:transcript_thread AS text))
                 + row_number() OVER (ORDER BY given.position),
                 given.message_id, CAST(:transcript_run AS text), given.role, given.content,
-                CAST(given.tool_calls AS json), given.tool_call_id, given.name,
+                given.tool_calls, given.tool_call_id, given.name,
                 :transcript_created_at
             FROM transcript_given AS given
             WHERE given.message_id NOT IN (SELECT message_id FROM transcript_known)
@@ -87,13 +87,16 @@ TRANSCRIPT = JoinedSql(
         )""",
         """transcript_rewritten AS (
             UPDATE thread_messages
-            SET content = given.content, tool_calls = CAST(given.tool_calls AS json)
+            SET content = given.content, tool_calls = given.tool_calls
             FROM transcript_given AS given
             WHERE thread_messages.thread_id = CAST(:transcript_thread AS text)
                 AND thread_messages.message_id = given.message_id
         )""",
     ),
-    types=(bindparam("transcript_created_at", type_=UtcDateTime()),),
+    types=(
+        bindparam("transcript_created_at", type_=UtcDateTime()),
+        bindparam("transcript_rows", type_=JsonRows()),
+    ),
 )
 
 
@@ -124,12 +127,17 @@ def transcript_part(
         "transcript_thread": thread_id,
         "transcript_run": run_id,
         "transcript_created_at": now,
-        "transcript_ids": [row["message_id"] for row in rows],
-        "transcript_roles": [row.get("role") for row in rows],
-        "transcript_contents": [row.get("content") for row in rows],
-        "transcript_tool_calls": [json.dumps(row.get("tool_calls")) for row in rows],
-        "transcript_tool_call_ids": [row.get("tool_call_id") for row in rows],
-        "transcript_names": [row.get("name") for row in rows],
+        "transcript_rows": [
+            (
+                row["message_id"],
+                row.get("role"),
+                row.get("content"),
+                row.get("tool_calls"),
+                row.get("tool_call_id"),
+                row.get("name"),
+            )
+            for row in rows
+        ],
     }
     return Part(TRANSCRIPT, parameters, alone)
 
