@@ -1009,9 +1009,10 @@ class TestLargeInputs:
         def count(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
             if "INSERT INTO thread_messages" not in statement:
                 return
-            if isinstance(parameters, dict) and "transcript_ids" in parameters:
-                # A part of a joined statement (PostgreSQL: `store.joined`): rows as arrays.
-                rows_per_statement.append(len(parameters["transcript_ids"]))
+            if isinstance(parameters, dict) and "transcript_rows" in parameters:
+                # A part of a joined statement (PostgreSQL: `store.joined`): rows as one JSON
+                # array.
+                rows_per_statement.append(len(json.loads(parameters["transcript_rows"])))
             else:
                 rows_per_statement.append(len(parameters) if isinstance(parameters, list) else 1)
 
