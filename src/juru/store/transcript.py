@@ -57,6 +57,7 @@ def append_transcript(
 TRANSCRIPT = JoinedSql(
     frozenset({"thread_messages"}),
     (
+        # The items of a row are in the order of `TRANSCRIPT_FIELDS`.
         """transcript_given AS (
             SELECT given.item ->> 0 AS message_id, given.item ->> 1 AS role,
                 given.item ->> 2 AS content, given.item -> 3 AS tool_calls,
@@ -127,17 +128,7 @@ def transcript_part(
         "transcript_thread": thread_id,
         "transcript_run": run_id,
         "transcript_created_at": now,
-        "transcript_rows": [
-            (
-                row["message_id"],
-                row.get("role"),
-                row.get("content"),
-                row.get("tool_calls"),
-                row.get("tool_call_id"),
-                row.get("name"),
-            )
-            for row in rows
-        ],
+        "transcript_rows": [tuple(row.get(name) for name in TRANSCRIPT_FIELDS) for row in rows],
     }
     return Part(TRANSCRIPT, parameters, alone)
 
