@@ -101,8 +101,8 @@ DEBIT = JoinedSql(
     (
         """debit_released AS (
             DELETE FROM balance_holds
-            WHERE balance_holds.id IN
-                (SELECT json_array_elements_text(CAST(:debit_holds AS json)))
+            WHERE balance_holds.id = ANY(ARRAY(
+                SELECT json_array_elements_text(CAST(:debit_holds AS json))))
             RETURNING balance_holds.amount_rupiah
         )""",
         """debit_account AS (

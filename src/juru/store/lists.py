@@ -21,7 +21,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, Text, bindparam, literal_column, select
+from sqlalchemy import Boolean, ColumnElement, Text, bindparam, literal_column
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -43,8 +43,34 @@ def among(column: ColumnElement[Any], values: Iterable[str]) -> ColumnElement[bo
 def in_list(column: ColumnElement[Any], name: str) -> ColumnElement[bool]:
     """`column` is one of the strings of the parameter `name`, a list given at execution (any
     length, empty included) and sent as one bound value."""
-    items = ListItems(bindparam(name, type_=StringList())).table_valued("value")
-    return column.in_(select(items.c.value))
+    return InList(column, bindparam(name, type_=StringList()))
+
+
+class InList(FunctionElement[bool]):
+    """`column` among the strings of a JSON array: `IN (SELECT value FROM json_each(...))` on
+    SQLite; on PostgreSQL `= ANY(ARRAY(SELECT json_array_elements_text(...)))`, the array
+    made once before the scan, which the planner reads by the column's index whatever it
+    estimates of the list. `IN (SELECT ...)` of the same function read the whole table,
+    hashed against the list, wherever PostgreSQL thought the table small (it takes any
+    function's rows for 100), and planned it again at each execution (docs/decisions.md)."""
+
+    name = "in_list"
+    type = Boolean()
+    inherit_cache = True
+    # A condition as it stands (not `... = 1`, which would keep SQLite from the index).
+    _is_implicitly_boolean = True
+
+
+@compiles(InList, "sqlite")
+def _sqlite_in_list(element: InList, compiler: SQLCompiler, **kw: Any) -> str:
+    column, values = (compiler.process(clause, **kw) for clause in element.clauses)
+    return f"{column} IN (SELECT value FROM json_each({values}))"
+
+
+@compiles(InList, "postgresql")
+def _postgresql_in_list(element: InList, compiler: SQLCompiler, **kw: Any) -> str:
+    column, values = (compiler.process(clause, **kw) for clause in element.clauses)
+    return f"{column} = ANY(ARRAY(SELECT json_array_elements_text(CAST({values} AS json))))"
 
 
 class StringList(TypeDecorator[Sequence[str]]):
@@ -59,24 +85,6 @@ class StringList(TypeDecorator[Sequence[str]]):
         if isinstance(value, str) or not all(isinstance(item, str) for item in value):
             raise TypeError("a list of strings is expected")
         return json.dumps(list(value))
-
-
-class ListItems(FunctionElement[Any]):
-    """The strings of a JSON array as rows of one column, `value`: `json_each` on SQLite,
-    `json_array_elements_text` on PostgreSQL."""
-
-    name = "list_items"
-    inherit_cache = True
-
-
-@compiles(ListItems, "sqlite")
-def _sqlite_items(element: ListItems, compiler: SQLCompiler, **kw: Any) -> str:
-    return f"json_each({compiler.process(element.clauses, **kw)})"
-
-
-@compiles(ListItems, "postgresql")
-def _postgresql_items(element: ListItems, compiler: SQLCompiler, **kw: Any) -> str:
-    return f"json_array_elements_text(CAST({compiler.process(element.clauses, **kw)} AS json))"
 
 
 class JsonRows(TypeDecorator[Sequence[Sequence[Any]]]):
