@@ -192,3 +192,52 @@ async def test_text_and_json_come_back_as_they_were_written(hosted: HostedHarnes
     ]
     logged = (await events_after(engine, run["id"], 0))[-2:]
     assert [event.data for event in logged] == [data, {"empty": ""}]
+
+
+async def test_a_keyed_event_is_looked_up_by_its_key_not_in_the_whole_log(
+    hosted: HostedHarness,
+) -> None:
+    # A redone step's events are recognised by their keys. With thousands of events in the
+    # log and no statistics on them, PostgreSQL hashed every event of every run to check the
+    # few keys a step gives (it takes the given rows for 100): a read of the whole log at
+    # every step's write, growing with it.
+    run = await hosted.new_run()
+    engine, now = hosted.context.engine, hosted.clock.now()
+    known = [
+        NewRunEvent(RunEventType.MESSAGE_COMPLETED, {"n": n}, key=f"k{n}") for n in range(3000)
+    ]
+    await write(engine, lambda connection: append_events(connection, run["id"], known, now))
+    again = [
+        NewRunEvent(RunEventType.MESSAGE_COMPLETED, {"n": "again"}, key="k7"),
+        NewRunEvent(RunEventType.MESSAGE_COMPLETED, {"n": "new"}, key="k-new"),
+    ]
+    plans: list[str] = []
+
+    def keep(notice: Any) -> None:
+        plans.append(str(notice.message_primary))
+
+    def explained(connection: Connection) -> None:
+        postgresql = connection.dialect.name == "postgresql"
+        if postgresql:
+            for setting in (
+                "LOAD 'auto_explain'",
+                "SET LOCAL auto_explain.log_min_duration = 0",
+                "SET LOCAL auto_explain.log_level = notice",
+            ):
+                connection.exec_driver_sql(setting)
+            driver = connection.connection.driver_connection
+            driver.add_notice_handler(keep)
+        try:
+            append_events(connection, run["id"], again, now)
+        finally:
+            if postgresql:
+                connection.exec_driver_sql("SET LOCAL auto_explain.log_min_duration = -1")
+                driver.remove_notice_handler(keep)
+
+    await write(engine, explained)
+    logged = (await events_after(engine, run["id"], 0, limit=5000))[-3:]
+    assert [(event.seq, event.data) for event in logged][-1] == (logged[-2].seq + 1, {"n": "new"})
+    assert [event.data for event in logged].count({"n": "again"}) == 0
+    if engine.engine.dialect.name == "postgresql":
+        plan = "\n".join(plans)
+        assert "run_events" in plan and "Seq Scan on run_events" not in plan, plan

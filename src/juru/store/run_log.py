@@ -140,12 +140,16 @@ EVENTS_AND_NOTICES = JoinedSql(
             FROM json_array_elements(CAST(:events_rows AS json))
                 WITH ORDINALITY AS given(item, position)
         )""",
+        # A keyed event is looked up by its run and key, one index probe each: the planner,
+        # taking the given rows for 100, would otherwise hash every event of every run.
         """events_fresh AS (
-            SELECT * FROM events_given AS given
-            WHERE given.key IS NULL OR NOT EXISTS (
-                SELECT FROM run_events
+            SELECT given.* FROM events_given AS given
+            LEFT JOIN LATERAL (
+                SELECT true AS found FROM run_events
                 WHERE run_events.run_id = given.run_id AND run_events.key = given.key
-            )
+                LIMIT 1
+            ) AS known ON true
+            WHERE known.found IS NULL
         )""",
         """events_appended AS (
             INSERT INTO run_events (run_id, seq, type, key, data, created_at)
