@@ -52,7 +52,7 @@ class InList(FunctionElement[bool]):
     made once before the scan, which the planner reads by the column's index whatever it
     estimates of the list. `IN (SELECT ...)` of the same function read the whole table,
     hashed against the list, wherever PostgreSQL thought the table small (it takes any
-    function's rows for 100), and planned it again at each execution (docs/decisions.md)."""
+    function's rows for 100), and took longer to plan (docs/decisions.md)."""
 
     name = "in_list"
     type = Boolean()
