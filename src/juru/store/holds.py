@@ -22,7 +22,7 @@ from sqlalchemy import Connection, bindparam, delete, func, insert, select, upda
 
 from juru.store.database import Database
 from juru.store.joined import JoinedSql, Part, write_parts
-from juru.store.lists import StringList, in_list
+from juru.store.lists import StringList, in_list, postgresql_in_list
 from juru.store.tables import accounts, balance_holds
 from juru.store.transactions import write
 from juru.store.types import Money, UtcDateTime
@@ -99,10 +99,9 @@ TAKE = JoinedSql(
 DEBIT = JoinedSql(
     frozenset({"accounts", "balance_holds"}),
     (
-        """debit_released AS (
+        f"""debit_released AS (
             DELETE FROM balance_holds
-            WHERE balance_holds.id = ANY(ARRAY(
-                SELECT json_array_elements_text(CAST(:debit_holds AS json))))
+            WHERE {postgresql_in_list("balance_holds.id", ":debit_holds")}
             RETURNING balance_holds.amount_rupiah
         )""",
         """debit_account AS (

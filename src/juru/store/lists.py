@@ -70,6 +70,12 @@ def _sqlite_in_list(element: InList, compiler: SQLCompiler, **kw: Any) -> str:
 @compiles(InList, "postgresql")
 def _postgresql_in_list(element: InList, compiler: SQLCompiler, **kw: Any) -> str:
     column, values = (compiler.process(clause, **kw) for clause in element.clauses)
+    return postgresql_in_list(column, values)
+
+
+def postgresql_in_list(column: str, values: str) -> str:
+    """`in_list`'s condition in PostgreSQL's text, for a statement written as text: `column`
+    among the strings of the JSON array `values` (a placeholder)."""
     return f"{column} = ANY(ARRAY(SELECT json_array_elements_text(CAST({values} AS json))))"
 
 
