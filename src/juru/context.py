@@ -116,9 +116,14 @@ def builtin_services(
     )
 
 
-def run_events(database: DatabaseUrl) -> RunEvents:
+def run_events(database: DatabaseUrl, engine: Database | None = None) -> RunEvents:
+    """The run events of a process on `database`; with `engine`, its writes' notices go out
+    from its writer as they commit (SQLite; a PostgreSQL transaction sends its own)."""
     if database.is_sqlite:
-        return SocketRunEvents(events_directory(database.sqlite_path))
+        events = SocketRunEvents(events_directory(database.sqlite_path))
+        if engine is not None:
+            events.send_from_writer(engine)
+        return events
     return PostgresRunEvents(database.libpq_dsn())
 
 
@@ -150,7 +155,7 @@ async def open_context(
     if database.is_sqlite:
         await asyncio.to_thread(upgrade_to_head, database)
     engine = open_database(database, settings.sqlite_busy_timeout_ms, settings.postgres_writers)
-    events = run_events(database)
+    events = run_events(database, engine)
     try:
         await events.start()
         async with open_checkpointer(

@@ -550,7 +550,7 @@ class TestRaces:
         self, hosted: HostedHarness, database_url: str
     ) -> None:
         # Another process's events, on the same database (PostgreSQL: the claim's own
-        # statement sends the NOTIFY; SQLite: the claimer tells the other processes after it).
+        # statement sends the NOTIFY; SQLite: the writer's thread, once the claim committed).
         other = run_events(DatabaseUrl.parse(database_url))
         await other.start()
         try:

@@ -3,7 +3,9 @@ between the processes of a SQLite database (`SocketRunEvents`) and over PostgreS
 LISTEN/NOTIFY (`PostgresRunEvents`).
 
 Each case opens two instances as two processes would; the in-process kind has only one, so
-there "the other process" is the same instance.
+there "the other process" is the same instance. The sockets run twice: once sending every
+notice from the event loop, once with the first instance's writes sending theirs from the
+SQLite writer's thread as they commit (`SocketRunEvents.send_from_writer`).
 """
 
 from __future__ import annotations
@@ -31,19 +33,22 @@ from juru.engine.events import (
     log_grew,
 )
 from juru.engine.socket_events import SocketRunEvents, events_directory
-from juru.store.database import open_database
+from juru.store.database import Database, open_database
 from juru.store.run_log import RunEventRecord, append_to_logs
 from juru.store.transactions import write
 from juru.store.urls import DatabaseUrl
 
 WAKE_SECONDS = 10.0
 Pair = tuple[RunEvents, RunEvents]
+# The database whose writes send an instance's notices (the "writer" kind), by instance.
+WRITERS: dict[int, Database] = {}
 
 
 @pytest.fixture(
     params=[
         pytest.param("local", id="local"),
         pytest.param("socket", id="sqlite-socket"),
+        pytest.param("writer", id="sqlite-writer"),
         pytest.param("postgresql", id="postgresql", marks=pytest.mark.postgresql),
     ]
 )
@@ -66,12 +71,21 @@ async def pair(backend: tuple[str, str], tmp_path: Path) -> AsyncIterator[Pair]:
         yield local, local
         await local.stop()
         return
-    if kind == "socket":
+    databases: list[Database] = []
+    if kind in ("socket", "writer"):
         directory = events_directory(tmp_path / "juru.db")
         make = lambda: SocketRunEvents(directory)  # noqa: E731
     else:
         make = lambda: PostgresRunEvents(dsn)  # noqa: E731
     first, second = make(), make()
+    if kind == "writer":
+        # Each process has its own handle on the one file.
+        for events in (first, second):
+            assert isinstance(events, SocketRunEvents)
+            database = open_database(DatabaseUrl.parse(f"sqlite:///{tmp_path / 'juru.db'}"))
+            events.send_from_writer(database)
+            WRITERS[id(events)] = database
+            databases.append(database)
     await first.start()
     await second.start()
     try:
@@ -79,6 +93,9 @@ async def pair(backend: tuple[str, str], tmp_path: Path) -> AsyncIterator[Pair]:
     finally:
         await first.stop()
         await second.stop()
+        for events, database in zip((first, second), databases, strict=False):
+            del WRITERS[id(events)]
+            await database.dispose()
 
 
 async def test_a_publish_wakes_the_watchers_of_that_run_only(pair: Pair) -> None:
@@ -230,7 +247,11 @@ async def commit_with(backend: tuple[str, str], sender: RunEvents, *payloads: st
     """What a write does with `payloads`: its notices go out with its commit (on PostgreSQL, a
     NOTIFY of its own transaction), then the sender is told that it committed."""
     notices = sender.notices(*payloads)
-    if notices:
+    if backend[0] == "writer":
+        assert notices, "a process bound to its writer has its writes send the notices"
+        now = datetime.now(UTC)
+        await write(WRITERS[id(sender)], lambda c: append_to_logs(c, [], now, notices))
+    elif notices:
         connecting = psycopg.AsyncConnection.connect(backend[1], autocommit=True)
         async with await connecting as sending, sending.transaction():
             for channel, payload in notices:
@@ -492,3 +513,74 @@ async def test_a_postgresql_listener_whose_connection_is_cut_listens_again(
     finally:
         await asyncio.wait_for(api.stop(), timeout=10)
         await asyncio.wait_for(worker.stop(), timeout=10)
+
+
+async def test_a_sqlite_writes_notices_leave_from_its_writer_in_order_and_only_once_committed(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "juru.db"
+    directory = events_directory(path)
+    database = open_database(DatabaseUrl.parse(f"sqlite:///{path}"))
+    events = SocketRunEvents(directory)
+    events.send_from_writer(database)
+    await events.start()
+    # Another process's socket, read as it stands.
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    listener.bind(str(directory / "2-listener.sock"))
+    listener.setblocking(False)
+    now = datetime.now(UTC)
+    loop = asyncio.get_running_loop()
+
+    def sends(*payloads: str) -> Callable[[Connection], None]:
+        """A write sending `payloads` as the statement that appends its events sends them."""
+        return lambda c: append_to_logs(c, [], now, events.notices(*payloads))
+
+    def fails(connection: Connection) -> None:
+        sends("lost", "lost too")(connection)
+        raise RuntimeError("rolled back")
+
+    try:
+        await write(database, sends("one"))
+        await write(database, sends("two", "three", "four"))
+        with pytest.raises(RuntimeError):
+            await write(database, fails)
+        # Tried without the sync, then rolled back and run again with it: sent once.
+        await write(database, sends("five"), unsynced_if=lambda _: False)
+        await write(database, sends("six"))
+        received = [
+            (await asyncio.wait_for(loop.sock_recv(listener, 4096), WAKE_SECONDS)).decode()
+            for _ in range(6)
+        ]
+        assert received == ["one", "two", "three", "four", "five", "six"]
+        with pytest.raises(BlockingIOError):
+            listener.recv(4096)  # and nothing more
+    finally:
+        listener.close()
+        await events.stop()
+        await database.dispose()
+
+
+async def test_datagrams_for_a_peer_with_a_full_queue_wait_for_it_in_order(
+    tmp_path: Path,
+) -> None:
+    directory = events_directory(tmp_path / "juru.db")
+    events = SocketRunEvents(directory)
+    await events.start()
+    # A process that reads nothing for a while: its queue fills.
+    slow = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    slow.bind(str(directory / "2-slow.sock"))
+    slow.setblocking(False)
+    loop = asyncio.get_running_loop()
+    sent = [f"run_{number}" for number in range(2000)]
+    try:
+        for payload in sent:
+            await events.publish(payload)
+        assert events._backlogs, "the queue filled: some datagrams wait"
+        received = [
+            (await asyncio.wait_for(loop.sock_recv(slow, 4096), WAKE_SECONDS)).decode()
+            for _ in sent
+        ]
+        assert received == sent
+    finally:
+        slow.close()
+        await events.stop()

@@ -237,9 +237,10 @@ class RunEvents(Protocol):
 
     def notices(self, *payloads: str) -> list[tuple[str, str]]:
         """What a write should send in its own transaction for the other processes to hear of
-        `payloads` when it commits (PostgreSQL's NOTIFY, no transaction of its own): on one
-        channel, each payload after the same prefix; empty where events do not travel through
-        the database."""
+        `payloads` when it commits (PostgreSQL's NOTIFY, no transaction of its own; on SQLite
+        the writer's thread sends them after the COMMIT, `SocketRunEvents.send_from_writer`):
+        on one channel, each payload after the same prefix; empty where a write cannot carry
+        them."""
 
     async def committed(self, *payloads: str) -> None:
         """A write that carried `notices(*payloads)` committed: deliver them in this process,

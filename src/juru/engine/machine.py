@@ -322,8 +322,8 @@ class RunMachine:
         return claimed
 
     def _claim_notice(self) -> run_store.ClaimNotice | None:
-        """What a claim's statement sends for each run it takes, where events travel through
-        the database: the notices of `_claimed`'s payloads (each a prefix and the payload)."""
+        """What a claim's transaction sends for each run it takes, where a write carries the
+        events: the notices of `_claimed`'s payloads (each a prefix and the payload)."""
         sent = self.events.notices("", lease_moved(""))
         if not sent:
             return None

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
@@ -159,6 +159,15 @@ class Database:
 
     def begin(self) -> AbstractAsyncContextManager[AsyncConnection]:
         return self.engine.begin()
+
+    def tell_notices_with(self, tell: Callable[[Sequence[tuple[str, str]]], None]) -> bool:
+        """On SQLite, have the writer's thread pass each committed write's notices to `tell`
+        (`store.write_queue`), and say so; on PostgreSQL the transaction sends them itself
+        (NOTIFY): False, nothing to do."""
+        if not isinstance(self.writer, SqliteWriter):
+            return False
+        self.writer.tell = tell
+        return True
 
     async def dispose(self) -> None:
         await self.writer.dispose()

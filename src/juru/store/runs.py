@@ -45,7 +45,7 @@ from juru.store.run_log import (
 )
 from juru.store.run_tree import end_descendants, lock_descendants, withdraw_calls
 from juru.store.tables import ACTIVE_RUN_STATUSES, accounts, agents, runs
-from juru.store.transactions import Notice, write
+from juru.store.transactions import Notice, notify, write
 from juru.store.types import Money
 
 
@@ -422,13 +422,17 @@ _CLAIM = {dialect: _claim_statement(dialect) for dialect in ("sqlite", "postgres
 
 @dataclass(frozen=True)
 class ClaimNotice:
-    """What a claim tells the other processes (PostgreSQL's NOTIFY on `channel`): `first`
+    """What a claim tells the other processes (a notice on `channel`): `first`
     followed by the run's id for a run claimed for the first time (queued → running), `again`
     followed by its id for a run taken (back) whose lease only moved."""
 
     channel: str
     first: str
     again: str
+
+    def of(self, run_id: str, attempts: int) -> str:
+        """The payload for one claimed run (as the PostgreSQL statement makes it)."""
+        return (self.first if attempts == 1 else self.again) + run_id
 
 
 # The claim that sends its notices itself, one per run in its RETURNING (PostgreSQL): no
@@ -452,8 +456,9 @@ async def claim_runs(
 ) -> list[RunRecord]:
     """Take up to `limit` of the oldest runs that need a worker (queued, resumed, or left by a
     dead worker) in one statement; fewer than `limit` means none is left (a run waiting for a
-    child run it started is not claimable until the child ended). With `notice` (PostgreSQL
-    only), the claim's statement tells the other processes of each run it claimed."""
+    child run it started is not claimable until the child ended). With `notice`, the claim's
+    transaction tells the other processes of each run it claimed (on PostgreSQL its statement
+    itself)."""
     check_transition(RunStatus.QUEUED, RunStatus.RUNNING)
     statement = _CLAIM[engine.dialect_name]
     parameters: dict[str, Any] = {
@@ -462,9 +467,8 @@ async def claim_runs(
         "claim_until": now + timedelta(seconds=lease_seconds),
         "claim_limit": limit,
     }
-    if notice is not None:
-        if engine.dialect_name != "postgresql":
-            raise ValueError("a claim sends notices on PostgreSQL only")
+    told_by_statement = notice is not None and engine.dialect_name == "postgresql"
+    if notice is not None and told_by_statement:
         statement = _CLAIM_NOTIFYING
         parameters.update(
             notice_channel=notice.channel, notice_first=notice.first, notice_again=notice.again
@@ -472,6 +476,8 @@ async def claim_runs(
 
     def execute(connection: Connection) -> list[RunRecord]:
         rows = connection.execute(statement, parameters).all()
+        if notice is not None and not told_by_statement:
+            notify(connection, [(notice.channel, notice.of(row.id, row.attempts)) for row in rows])
         # Only a claim makes `attempts` grow: 1 means the run was queued until now.
         started = [(row.id, status_event(row._mapping)) for row in rows if row.attempts == 1]
         append_to_logs(connection, started, now)

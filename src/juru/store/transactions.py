@@ -22,10 +22,12 @@ from sqlalchemy import Connection, bindparam, text
 
 from juru.store.database import Database
 from juru.store.lists import JsonRows
+from juru.store.write_queue import keep_notices
 
 T = TypeVar("T")
-# A PostgreSQL notification (channel, payload) sent by a write's own transaction: delivered
-# to the listeners when it commits, and never if it rolls back; no transaction of its own.
+# A notification (channel, payload) sent by a write's own transaction: delivered to the
+# listeners when it commits, and never if it rolls back (PostgreSQL's NOTIFY; on SQLite the
+# writer's thread tells them after the COMMIT); no transaction of its own.
 Notice = tuple[str, str]
 # Any number in one statement, in order (a function scan yields the rows in order).
 _NOTIFY = text(
@@ -62,10 +64,15 @@ async def write(
 
 
 def notify(connection: Connection, notices: Sequence[Notice]) -> None:
-    """Send `notices` from the transaction of `connection` (delivered when it commits), in
-    one statement."""
-    if notices:
+    """Send `notices` from the transaction of `connection` (delivered when it commits): on
+    PostgreSQL in one statement, on SQLite by the writer's thread after the COMMIT
+    (`store.write_queue`)."""
+    if not notices:
+        return
+    if connection.dialect.name == "postgresql":
         connection.execute(_NOTIFY, {"notices": list(notices)})
+    else:
+        keep_notices(connection, notices)
 
 
 @contextmanager

@@ -10,14 +10,20 @@ the store's transactions on its own connection and the checkpointer's writes on 
 (`store.checkpointer`). A write is one call into that thread (take the lock, write, COMMIT,
 give the lock back), so the lock is held for the time the SQL takes, never across turns of a
 busy event loop, and the writes of a process queue in the thread's queue.
+
+A write's notices (`store.transactions.notify`) wait in its connection until its COMMIT; then
+the writer's thread hands them to `tell` (the run events' sockets, `engine.socket_events`)
+before the write's result goes back to the event loop, which would take a turn of the loop
+first. A write rolled back tells nothing.
 """
 
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,6 +33,11 @@ from juru.store.connections import KeptConnections
 from juru.store.threads import DatabaseThreads
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
+# A notice (channel, payload), as `store.transactions.Notice`.
+Notices = Sequence[tuple[str, str]]
+# Where a transaction keeps its notices until its COMMIT (the connection's `info`).
+_NOTICES = "juru_notices"
 # SQLite's `synchronous` in WAL mode: FULL syncs the log at every COMMIT; NORMAL leaves it to
 # the next synced COMMIT (or checkpoint), which syncs everything written before it.
 SYNCED, UNSYNCED = "FULL", "NORMAL"
@@ -46,6 +57,9 @@ class SqliteWriter:
         self._fd: int | None = None
         self._thread = DatabaseThreads(1, "juru-sqlite-writer")
         self._connections = KeptConnections(engine)
+        # Who sends a committed write's notices to the other processes (none: nobody).
+        self.tell: Callable[[Notices], None] | None = None
+        self._committed_notices: list[tuple[str, str]] = []
 
     async def run(
         self, work: Callable[[Connection], T], unsynced_if: Callable[[T], bool] | None = None
@@ -55,7 +69,7 @@ class SqliteWriter:
         the disk (`store.transactions.write`): SQLite decides that before BEGIN, so `work` runs
         with the sync off and, where the result wants it synced after all, is rolled back and
         run again with it on (`work` must be repeatable)."""
-        return await self.call(self._transaction, work, unsynced_if)
+        return await self._thread.call(self._write_and_tell, work, unsynced_if)
 
     async def call(self, write: Callable[..., T], *args: Any) -> T:
         """`write(*args)` in the writer's thread, holding the file's write lock."""
@@ -71,6 +85,19 @@ class SqliteWriter:
         finally:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
+    def _write_and_tell(
+        self, work: Callable[[Connection], T], unsynced_if: Callable[[T], bool] | None
+    ) -> T:
+        """The write, then its notices told, once the file's lock is given back."""
+        result: T = self._locked(self._transaction, work, unsynced_if)
+        notices, self._committed_notices = self._committed_notices, []
+        if notices and self.tell is not None:
+            try:
+                self.tell(notices)
+            except Exception:  # the write is committed: its notices are only a wake-up
+                logger.exception("the notices of a committed write could not be told")
+        return result
+
     def _transaction(
         self, work: Callable[[Connection], T], unsynced_if: Callable[[T], bool] | None = None
     ) -> T:
@@ -78,12 +105,16 @@ class SqliteWriter:
             if unsynced_if is not None:
                 result = _worked(connection, work, UNSYNCED)
                 if unsynced_if(result):
-                    connection.commit()
+                    self._commit(connection)
                     return result
                 connection.rollback()
             result = _worked(connection, work, SYNCED)
-            connection.commit()
+            self._commit(connection)
             return result
+
+    def _commit(self, connection: Connection) -> None:
+        connection.commit()
+        self._committed_notices = connection.info.pop(_NOTICES, [])
 
     async def dispose(self) -> None:
         """Close the connection (in the thread that made it) and stop the thread."""
@@ -102,9 +133,18 @@ def _worked(connection: Connection, work: Callable[[Connection], T], synchronous
     if connection.info.get("synchronous") != synchronous:
         connection.exec_driver_sql(f"PRAGMA synchronous={synchronous}")
         connection.info["synchronous"] = synchronous
+    connection.info[_NOTICES] = []  # none of an earlier try's
     connection.exec_driver_sql("BEGIN IMMEDIATE")
     try:
         return work(connection)
     except BaseException:
         connection.rollback()
         raise
+
+
+def keep_notices(connection: Connection, notices: Notices) -> None:
+    """Keep `notices` in the transaction of the writer's `connection`: told when it commits."""
+    kept = connection.info.get(_NOTICES)
+    if kept is None:
+        raise RuntimeError("notices are kept only in a transaction of the SQLite writer")
+    kept.extend(notices)
