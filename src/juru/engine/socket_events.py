@@ -154,34 +154,40 @@ class SocketRunEvents(LocalRunEvents):
 
     def _tell(self, notices: Sequence[tuple[str, str]]) -> None:
         """Send a committed write's notices (in the writer's thread)."""
-        for _channel, payload in notices:
-            self._send_now(payload.encode())
+        self._send_now(*(payload.encode() for _channel, payload in notices))
 
     async def _send(self, payload: str) -> None:
         self._send_now(payload.encode())
 
-    def _send_now(self, data: bytes) -> None:
-        """Send `data` to every peer now, from any thread; to a peer whose queue is full,
-        once it has read some (`_drain`, on the loop)."""
+    def _send_now(self, *datagrams: bytes) -> None:
+        """Send `datagrams`, in order, to every peer now, from any thread; to a peer whose
+        queue is full, once it has read some (`_drain`, on the loop)."""
         with self._lock:
             for name in self._peer_names():
-                backlog = self._backlogs.get(name)
-                if backlog is not None:
-                    backlog.append(data)
-                    continue
-                peer = self._connected(name)
-                if peer is None:
-                    continue
-                try:
-                    peer.send(data)
-                except BlockingIOError:
-                    self._backlogs[name] = deque([data])
-                    self._drain_later(name, peer)
-                except (ConnectionRefusedError, FileNotFoundError):
-                    self._forget(name, remove=True)
-                except OSError:
-                    logger.warning("run event to %s not delivered; dropping its connection", name)
-                    self._forget(name, remove=False)
+                for data in datagrams:
+                    backlog = self._backlogs.get(name)
+                    if backlog is not None:
+                        backlog.append(data)
+                        continue
+                    peer = self._connected(name)
+                    if peer is None:
+                        break
+                    try:
+                        peer.send(data)
+                    except BlockingIOError:
+                        self._backlogs[name] = deque([data])
+                        self._drain_later(name, peer)
+                    except OSError as error:
+                        self._dropped(name, error)
+                        break
+
+    def _dropped(self, name: str, error: OSError) -> None:
+        """Forget `name` after a send to it failed with `error` (the caller holds the lock);
+        its socket's file goes too when nobody is bound there any more."""
+        gone = isinstance(error, ConnectionRefusedError | FileNotFoundError)
+        if not gone:
+            logger.warning("run event to %s not delivered; dropping its connection", name)
+        self._forget(name, remove=gone)
 
     def _drain_later(self, name: str, peer: socket.socket) -> None:
         loop = self._loop
@@ -205,14 +211,9 @@ class SocketRunEvents(LocalRunEvents):
                 data = backlog[0]
             try:
                 await asyncio.wait_for(loop.sock_sendall(peer, data), SEND_TIMEOUT_SECONDS)
-            except (ConnectionRefusedError, FileNotFoundError):
+            except OSError as error:  # TimeoutError among them
                 with self._lock:
-                    self._forget(name, remove=True)
-                return
-            except (TimeoutError, OSError):
-                logger.warning("run event to %s not delivered; dropping its connection", name)
-                with self._lock:
-                    self._forget(name, remove=False)
+                    self._dropped(name, error)
                 return
             with self._lock:
                 if self._backlogs.get(name) is backlog:

@@ -467,7 +467,7 @@ async def claim_runs(
         "claim_until": now + timedelta(seconds=lease_seconds),
         "claim_limit": limit,
     }
-    told_by_statement = notice is not None and engine.dialect_name == "postgresql"
+    told_by_statement = engine.dialect_name == "postgresql"
     if notice is not None and told_by_statement:
         statement = _CLAIM_NOTIFYING
         parameters.update(

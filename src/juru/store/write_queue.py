@@ -59,7 +59,6 @@ class SqliteWriter:
         self._connections = KeptConnections(engine)
         # Who sends a committed write's notices to the other processes (none: nobody).
         self.tell: Callable[[Notices], None] | None = None
-        self._committed_notices: list[tuple[str, str]] = []
 
     async def run(
         self, work: Callable[[Connection], T], unsynced_if: Callable[[T], bool] | None = None
@@ -89,8 +88,8 @@ class SqliteWriter:
         self, work: Callable[[Connection], T], unsynced_if: Callable[[T], bool] | None
     ) -> T:
         """The write, then its notices told, once the file's lock is given back."""
-        result: T = self._locked(self._transaction, work, unsynced_if)
-        notices, self._committed_notices = self._committed_notices, []
+        result: T
+        result, notices = self._locked(self._transaction, work, unsynced_if)
         if notices and self.tell is not None:
             try:
                 self.tell(notices)
@@ -100,21 +99,16 @@ class SqliteWriter:
 
     def _transaction(
         self, work: Callable[[Connection], T], unsynced_if: Callable[[T], bool] | None = None
-    ) -> T:
+    ) -> tuple[T, list[tuple[str, str]]]:
+        """`work`'s result, and the notices it kept, once committed."""
         with self._connections.held() as connection:
             if unsynced_if is not None:
                 result = _worked(connection, work, UNSYNCED)
                 if unsynced_if(result):
-                    self._commit(connection)
-                    return result
+                    return result, _committed(connection)
                 connection.rollback()
             result = _worked(connection, work, SYNCED)
-            self._commit(connection)
-            return result
-
-    def _commit(self, connection: Connection) -> None:
-        connection.commit()
-        self._committed_notices = connection.info.pop(_NOTICES, [])
+            return result, _committed(connection)
 
     async def dispose(self) -> None:
         """Close the connection (in the thread that made it) and stop the thread."""
@@ -140,6 +134,13 @@ def _worked(connection: Connection, work: Callable[[Connection], T], synchronous
     except BaseException:
         connection.rollback()
         raise
+
+
+def _committed(connection: Connection) -> list[tuple[str, str]]:
+    """COMMIT the transaction of `connection`; the notices it kept."""
+    connection.commit()
+    notices: list[tuple[str, str]] = connection.info.pop(_NOTICES, [])
+    return notices
 
 
 def keep_notices(connection: Connection, notices: Notices) -> None:
