@@ -40,7 +40,8 @@ POINTS: dict[str, tuple[str, str]] = {
     # A write's transaction, in the store's thread.
     "txn_sqlite": ("juru.store.write_queue", "SqliteWriter._transaction"),
     "txn_postgresql": ("juru.store.database", "ThreadedWriter._transaction"),
-    "handed": ("juru.engine.machine", "RunMachine.handed_runs"),
+    # A worker takes up the runs handed to it: as their notices carried them, or read.
+    "handed": ("juru.engine.worker", "Worker._take_up"),
     "claim": ("juru.engine.machine", "RunMachine.claim"),
     "record_step": ("juru.engine.machine", "RunMachine.record_step"),
     "thread_state": ("juru.runner", "thread_state"),

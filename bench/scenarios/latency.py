@@ -46,7 +46,7 @@ SEGMENTS: list[tuple[str, str, str]] = [
     ("the tool outputs' write: in the driver", "resume_txn>", "resume_db"),
     ("the tool outputs' write: Python", "resume_db", "resume_txn<"),
     ("the run reaches a worker process", "resume_txn<", "taken>"),
-    ("the worker reads the run", "taken>", "taken<"),
+    ("the worker takes the run up", "taken>", "taken<"),
     ("to the checkpoint", "taken<", "thread_state>"),
     ("the checkpoint", "thread_state>", "thread_state<"),
     ("LangGraph to the model call", "thread_state<", "model>"),

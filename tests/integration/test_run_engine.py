@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import timedelta
 from decimal import Decimal
@@ -19,6 +19,7 @@ from juru.context import run_events
 from juru.core.errors import InvalidRequestError
 from juru.core.states import RunStatus
 from juru.engine import worker as worker_module
+from juru.engine.events import MAX_NOTICE_BYTES
 from juru.engine.execution import (
     INPUT_WRITE_CHUNK,
     PRUNE_EVERY_STEPS,
@@ -30,6 +31,7 @@ from juru.engine.worker import Worker
 from juru.store import runs as run_store
 from juru.store.checkpointer import open_checkpointer
 from juru.store.pruning import count_checkpoints
+from juru.store.records import RunRecord
 from juru.store.run_log import events_after
 from juru.store.tables import runs
 from juru.store.transcript import list_messages
@@ -930,24 +932,70 @@ class TestHandOff:
         worker = hosted.worker("busy-worker")
         await hosted.context.machine.events.wait_for_work(0)  # a new listener's first wake-up
         await worker.fill_slots()  # claims (nothing): the poll's clock starts
-        worker._hand("run_handed")
+        worker.handed.hand("run_handed", None)
         assert await worker._wait_for_work() is False
         worker._claimed_at -= worker_module.IDLE_POLL_SECONDS  # as if that long ago
-        worker._hand("run_handed_later")
+        worker.handed.hand("run_handed_later", None)
         assert await worker._wait_for_work() is True
 
-    async def test_handed_runs_are_taken_up_in_one_read(self, hosted: HostedHarness) -> None:
+    async def test_a_handed_run_is_taken_up_as_its_notice_carried_it_while_its_lease_lasts(
+        self, hosted: HostedHarness
+    ) -> None:
         worker = hosted.worker("pausing-worker")
         first, second = await hosted.new_run(), await hosted.new_run()
         assert await worker.fill_slots() == 2
         await worker.drain()
-        for run in (first, second):
-            assert (await hosted.answer(await hosted.get_run(run["id"]))).status_code == 200
+        paused = [await hosted.get_run(run["id"]) for run in (first, second)]
+        for run in paused:
+            assert (await hosted.answer(run)).status_code == 200
+        [(first_id, carried), _] = worker.handed.waiting
+        # The run as the resume's write left it, with what a claim reads besides its row.
+        assert carried is not None and first_id == first["id"]
+        assert (carried.status, carried.attempts, carried.lease_owner) == (
+            "running",
+            2,
+            "pausing-worker",
+        )
+        call = paused[0]["pending_tool_calls"][0]["id"]
+        assert carried.tool_outputs == {call: '{"temp_c": 32}'}
+        assert carried.input == [{"role": "user", "content": "What is the weather in Jakarta?"}]
+        # All of it, as the hand-off's read would find it.
+        assert [carried] == await run_store.handed_runs(hosted.context.machine.engine, [first_id])
         with statements_sent(lambda statement: "AS account_tier" in statement) as reads:
             assert await worker.fill_slots(claim=False) == 2
         await worker.drain()
-        assert len(reads) == 1
+        assert reads == []
         for run in (first, second):
+            assert (await hosted.get_run(run["id"]))["status"] == "succeeded"
+
+    async def test_handed_runs_not_carried_or_past_their_lease_are_read_in_one_go(
+        self, hosted: HostedHarness, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        worker = hosted.worker("pausing-worker")
+        # An input too large for a notice: its hand-off does not carry the run.
+        thread = await hosted.create_thread((await hosted.create_agent())["id"])
+        question = "What is the weather in Jakarta? " + "x" * MAX_NOTICE_BYTES
+        started = await hosted.start_run(thread["id"], question)
+        large, small = started.json(), await hosted.new_run()
+        assert await worker.fill_slots() == 2
+        await worker.drain()
+        for run in (large, small):
+            assert (await hosted.answer(await hosted.get_run(run["id"]))).status_code == 200
+        assert [run is None for _, run in worker.handed.waiting] == [True, False]
+        # Past the hand-off's lease another worker may have claimed the carried one.
+        hosted.clock.advance(hosted.context.machine.limits.handoff_seconds)
+        machine = hosted.context.machine
+        read: list[list[str]] = []
+
+        async def handed_runs(run_ids: Sequence[str]) -> list[RunRecord]:
+            read.append(list(run_ids))
+            return await run_store.handed_runs(machine.engine, run_ids)
+
+        monkeypatch.setattr(machine, "handed_runs", handed_runs)
+        assert await worker.fill_slots(claim=False) == 2
+        await worker.drain()
+        assert read == [[large["id"], small["id"]]]
+        for run in (large, small):
             assert (await hosted.get_run(run["id"]))["status"] == "succeeded"
 
     async def test_a_worker_without_room_takes_a_handed_run_up_once_it_has(

@@ -15,6 +15,7 @@ import socket
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -30,6 +31,7 @@ from juru.engine.events import (
     RunEvents,
     changed_to,
     handed_to,
+    lease_moved,
     log_grew,
 )
 from juru.engine.socket_events import SocketRunEvents, events_directory
@@ -151,9 +153,28 @@ async def test_work_for_any_worker_wakes_every_process(
     assert await work_heard_after(backend, pair, WORK)
 
 
+Handed = tuple[str, dict[str, Any] | None]
+
+
+class Taken(list[Handed]):
+    """What a worker's process gives the runs handed to it (`HandOffs`), in order, and the
+    runs it hears changed (`changes`, besides `handed_after`'s marker)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.changes: list[str] = []
+
+    def hand(self, run_id: str, carried: dict[str, Any] | None) -> None:
+        self.append((run_id, carried))
+
+    def changed(self, run_id: str) -> None:
+        if run_id != "run_marker":
+            self.changes.append(run_id)
+
+
 async def handed_after(
-    backend: tuple[str, str], pair: Pair, payload: str, taken: list[str]
-) -> list[str]:
+    backend: tuple[str, str], pair: Pair, payload: str, taken: list[Handed]
+) -> list[Handed]:
     """`taken` (what the worker's process gives the runs handed to it) once `payload` reached
     that process (a marker sent after it in the same commit arrives after it)."""
     api, worker = pair
@@ -167,14 +188,36 @@ async def test_a_run_handed_to_a_worker_reaches_that_worker_only(
     pair: Pair, backend: tuple[str, str]
 ) -> None:
     _, worker = pair
-    taken: list[str] = []
+    taken = Taken()
     await worker.wait_for_work(0)  # forget any earlier announcement
-    with worker.serve_work("here/1", taken.append):
+    with worker.serve_work("here/1", taken):
         assert await handed_after(backend, pair, handed_to("elsewhere/1", "run_a"), taken) == []
-        assert await handed_after(backend, pair, handed_to("here/1", "run_b"), taken) == ["run_b"]
+        assert await handed_after(backend, pair, handed_to("here/1", "run_b"), taken) == [
+            ("run_b", None)
+        ]
         # A run handed to it needs no claim: no worker of the process is asked to look.
         assert not await worker.wait_for_work(0)
-    assert await handed_after(backend, pair, handed_to("here/1", "run_c"), taken) == ["run_b"]
+    assert await handed_after(backend, pair, handed_to("here/1", "run_c"), taken) == [
+        ("run_b", None)
+    ]
+
+
+async def test_a_handed_run_comes_as_its_notice_carried_it_where_it_fits(
+    pair: Pair, backend: tuple[str, str]
+) -> None:
+    _, worker = pair
+    taken = Taken()
+    run = {"id": "run_d", "status": "running", "input": [{"role": "user", "content": "hai"}]}
+    too_big = {**run, "id": "run_e", "input": [{"role": "user", "content": "x" * MAX_NOTICE_BYTES}]}
+    with worker.serve_work("here/1", taken):
+        await handed_after(backend, pair, handed_to("here/1", "run_d", run), taken)
+        await handed_after(backend, pair, handed_to("here/1", "run_e", too_big), taken)
+        # The changes of runs heard afterwards, status or lease, reach the worker too.
+        await handed_after(backend, pair, "run_d", taken)
+        await handed_after(backend, pair, lease_moved("run_e"), taken)
+    # What would not fit in a notice is read by the worker instead.
+    assert taken == [("run_d", run), ("run_e", None)]
+    assert taken.changes == ["run_d", "run_e"]
 
 
 async def test_a_closed_watch_is_not_woken(pair: Pair) -> None:

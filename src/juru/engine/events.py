@@ -13,7 +13,8 @@ id>` (a stream follows the run: its model calls should stream their text), HELLO
 just started: tell it which runs you follow), WORK (a run needs a worker: every idle one
 looks) or `*work <worker> <run id>` (the run was leased to the named worker, which ran it last,
 by the write that resumed it: that worker takes it up without a claim, once it has room, and
-the others do not look; its short lease lapses to any worker's claim meanwhile).
+the others do not look; its short lease lapses to any worker's claim meanwhile; `*work <worker>
+<run id> <json>` with the run as that write left it, when it fits: the worker need not read it).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import logging
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -60,10 +61,17 @@ MAX_PENDING_ARRIVALS = 1000
 MAX_NOTICE_BYTES = 3800
 
 
-def handed_to(worker: str, run_id: str) -> str:
+def handed_to(worker: str, run_id: str, run: dict[str, Any] | None = None) -> str:
     """The payload saying that `run_id` was leased to `worker` by the write that resumed it:
-    the worker takes it up without a claim of its own (see `Worker`)."""
-    return f"{WORK} {worker} {run_id}"
+    the worker takes it up without a claim of its own (see `Worker`); with `run`, the run as
+    that write left it (`store.run_state.handed_run_state`), left out where it would not fit:
+    the worker then reads it."""
+    payload = f"{WORK} {worker} {run_id}"
+    if run is not None:
+        carried = f"{payload} {_json(run)}"
+        if _fits(carried):
+            return carried
+    return payload
 
 
 def log_grew(run_id: str, events: Sequence[RunEventRecord] | None = None) -> str:
@@ -206,6 +214,17 @@ class Follower:
         self.wake.set()
 
 
+class HandOffs(Protocol):
+    """Where the runs handed to a worker arrive (`RunEvents.serve_work`, `engine.handoffs`)."""
+
+    def hand(self, run_id: str, carried: dict[str, Any] | None) -> None:
+        """`run_id` was handed to the worker, as its notice carried it (JSON values,
+        `store.run_state.handed_run_state`) or None."""
+
+    def changed(self, run_id: str) -> None:
+        """A run changed (its status or its lease): a run handed over before is read."""
+
+
 class RunEvents(Protocol):
     """A swappable fan-out of run changes."""
 
@@ -228,12 +247,11 @@ class RunEvents(Protocol):
     async def announce_work(self) -> None:
         """A run needs a worker."""
 
-    def serve_work(
-        self, worker: str, take: Callable[[str], None]
-    ) -> contextlib.AbstractContextManager[None]:
-        """While open, a run handed to `worker` (`handed_to`) is given to `take` (a worker
-        with no room takes it up once it has; its short lease may lapse to another worker's
-        claim meanwhile)."""
+    def serve_work(self, worker: str, handed: HandOffs) -> contextlib.AbstractContextManager[None]:
+        """While open, a run handed to `worker` (`handed_to`) is given to `handed`, and so is
+        every change of a run's status or lease heard afterwards (a worker with no room takes
+        a run up once it has; its short lease may lapse to another worker's claim
+        meanwhile)."""
 
     def notices(self, *payloads: str) -> list[tuple[str, str]]:
         """What a write should send in its own transaction for the other processes to hear of
@@ -281,7 +299,7 @@ class LocalRunEvents:
         self._background: set[asyncio.Task[None]] = set()
         self._work = asyncio.Event()
         # This process's workers, by name: what takes the runs handed to each.
-        self._workers: dict[str, Callable[[str], None]] = {}
+        self._workers: dict[str, HandOffs] = {}
 
     async def start(self) -> None:
         return None
@@ -305,6 +323,7 @@ class LocalRunEvents:
             self._in_background(self._tell_interests())
             return
         if payload.startswith(LEASE):
+            self._tell_workers(payload[1:])
             for event in self._lease_watchers.get(payload[1:], ()):
                 event.set()
             return
@@ -325,16 +344,22 @@ class LocalRunEvents:
         if not addressed:
             self._work.set()
             return
-        worker, _, run_id = addressed.partition(" ")
-        take = self._workers.get(worker)
-        if take is None:
+        worker, _, handed = addressed.partition(" ")
+        hand_offs = self._workers.get(worker)
+        if hand_offs is None:
             return  # another process's worker
-        take(run_id)
+        run_id, _, text = handed.partition(" ")
+        carried = self._json_of(run_id, text) if text else None
+        hand_offs.hand(run_id, carried if isinstance(carried, dict) else None)
 
     def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+    def _tell_workers(self, run_id: str) -> None:
+        for hand_offs in self._workers.values():
+            hand_offs.changed(run_id)
 
     def _deliver_change(
         self,
@@ -342,6 +367,7 @@ class LocalRunEvents:
         state: dict[str, Any] | None,
         events: list[RunEventRecord] | None,
     ) -> None:
+        self._tell_workers(run_id)
         for event in (*self._watchers.get(run_id, ()), *self._lease_watchers.get(run_id, ())):
             event.changed(state)
         for follower in self._followers.get(run_id, ()):
@@ -431,13 +457,13 @@ class LocalRunEvents:
         await self._publish(WORK)
 
     @contextlib.contextmanager
-    def serve_work(self, worker: str, take: Callable[[str], None]) -> Iterator[None]:
-        self._workers[worker] = take
+    def serve_work(self, worker: str, handed: HandOffs) -> Iterator[None]:
+        self._workers[worker] = handed
         try:
             yield
         finally:
             # Unless a later worker of the same name took the name over meanwhile.
-            if self._workers.get(worker) is take:
+            if self._workers.get(worker) is handed:
                 del self._workers[worker]
 
     def notices(self, *payloads: str) -> list[tuple[str, str]]:

@@ -25,7 +25,7 @@ from juru.store.database import Database
 from juru.store.holds import Hold
 from juru.store.records import RunRecord
 from juru.store.run_log import RunEventRecord
-from juru.store.run_state import run_state
+from juru.store.run_state import handed_run_state, run_state
 from juru.store.runs import RunGuard
 from juru.store.steps import StatusChange, StepWrite
 from juru.store.transactions import Notice
@@ -88,16 +88,22 @@ class RunMachine:
         *,
         hold: Hold | None = None,
         release_unclaimed_hold: bool = False,
-        work: str | None = None,
+        work: bool = False,
+        hand_to: str | None = None,
     ) -> RunRecord | None:
-        # The move's own transaction tells the other processes (and, with `work`, the workers:
-        # any of them, or the one a run was handed to), carrying the status event it appended
-        # for the run's streams; this process hears of it once it committed.
-        payloads = [run_id, work] if work is not None else [run_id]
+        # The move's own transaction tells the other processes (and, with `work`, the workers;
+        # with `hand_to`, the worker it hands the run to, and the run as it leaves it), carrying
+        # the status event it appended for the run's streams; this process hears of it once it
+        # committed.
+        payloads = [run_id, WORK] if work or hand_to is not None else [run_id]
         ended_below: list[str] = []
 
-        def notices_of(appended: Sequence[RunEventRecord] | None) -> list[Notice]:
+        def notices_of(
+            run: Mapping[str, Any], appended: Sequence[RunEventRecord] | None
+        ) -> list[Notice]:
             payloads[0] = changed_to(run_id, None, self._for_streams(run_id, appended))
+            if hand_to is not None:
+                payloads[1] = handed_to(hand_to, run_id, handed_run_state(run))
             return self.events.notices(*payloads)
 
         moved = await run_store.transition_run(
@@ -111,6 +117,7 @@ class RunMachine:
             hold=hold,
             release_unclaimed_hold=release_unclaimed_hold,
             notices_of=notices_of,
+            handing=hand_to is not None,
             ended_below=ended_below,
             wall_clock_seconds=self.limits.wall_clock_seconds,
         )
@@ -206,9 +213,10 @@ class RunMachine:
         self, run: RunRecord, outputs: dict[str, str], hold: Hold | None = None
     ) -> RunRecord | None:
         """requires_action → running with the caller's outputs, leased in the same write to the
-        worker that paused it (told by the write's notice, it takes the run up without a claim
-        of its own: `handed_runs`) for `limits.handoff()`, after which any worker may claim it;
-        with `hold` (the next call's pre-hold) taken in the same write when it fits."""
+        worker that paused it for `limits.handoff()`, after which any worker may claim it;
+        with `hold` (the next call's pre-hold) taken in the same write when it fits. Told by
+        the write's notice, the worker takes the run up without a claim of its own: as the
+        notice carried it, or where it did not fit as `handed_runs` reads it."""
         now = self.clock.now()
         remaining = self.limits.wall_clock_seconds - run.active_seconds
         values: dict[str, Any] = {
@@ -220,7 +228,6 @@ class RunMachine:
             "lease_owner": None,
             "lease_expires_at": None,
         }
-        work = WORK
         if run.last_worker is not None:
             # Counted as a claim would count it (no claim comes between a pause and its
             # resume: the pause count guards the write).
@@ -229,7 +236,6 @@ class RunMachine:
                 lease_expires_at=now + timedelta(seconds=self.limits.handoff()),
                 attempts=run.attempts + 1,
             )
-            work = handed_to(run.last_worker, run.id)
         return await self._move(
             run.id,
             {RunStatus.REQUIRES_ACTION},
@@ -237,7 +243,8 @@ class RunMachine:
             values,
             RunGuard(pause_count=run.pause_count),
             hold=hold,
-            work=work,
+            work=True,
+            hand_to=run.last_worker,
         )
 
     async def handed_runs(self, run_ids: Sequence[str]) -> list[RunRecord]:

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 
 from juru.core.states import RunStatus
 from juru.engine.execution import RunContext, RunExecution
+from juru.engine.handoffs import HandedRuns
 from juru.engine.machine import RunMachine
 from juru.store.leases import release_leases_of
 from juru.store.outage import OUTAGE_ERRORS, is_outage
@@ -56,10 +57,8 @@ class Worker:
         self._running: set[asyncio.Task[None]] = set()
         # The runs this worker is executing, by id: the latest execution of each, and its task.
         self._executing: dict[str, tuple[RunExecution, asyncio.Task[None]]] = {}
-        # Runs handed to this worker by the writes that resumed them, not yet taken up, and
-        # what wakes the worker for them.
-        self._handed: list[str] = []
-        self._handed_wake = asyncio.Event()
+        # Runs handed to this worker by the writes that resumed them, not yet taken up.
+        self.handed = HandedRuns()
         # When this worker last claimed (its poll claims again `IDLE_POLL_SECONDS` after).
         self._claimed_at = 0.0
 
@@ -70,7 +69,7 @@ class Worker:
     def serving(self) -> contextlib.AbstractContextManager[None]:
         """While open, the runs handed to this worker's name (`handed_to`) reach it: the next
         `fill_slots` takes them up."""
-        return self.machine.events.serve_work(self.name, self._hand)
+        return self.machine.events.serve_work(self.name, self.handed)
 
     async def run_forever(self) -> None:
         try:
@@ -78,10 +77,6 @@ class Worker:
                 await self._serve()
         finally:
             await self._stop_runs()
-
-    def _hand(self, run_id: str) -> None:
-        self._handed.append(run_id)
-        self._handed_wake.set()
 
     async def _serve(self) -> None:
         claim = True
@@ -104,13 +99,13 @@ class Worker:
         poll_in = self._claimed_at + IDLE_POLL_SECONDS - time.monotonic()
         if poll_in <= 0:
             await self.machine.events.wait_for_work(0)  # what it announced is claimed now
-            self._handed_wake.clear()  # and the handed runs are taken up first
+            self.handed.wake.clear()  # and the handed runs are taken up first
             return True
         announced = asyncio.ensure_future(self.machine.events.wait_for_work(poll_in))
-        handed = asyncio.ensure_future(self._handed_wake.wait())
+        handed = asyncio.ensure_future(self.handed.wake.wait())
         await asyncio.wait({announced, handed}, return_when=asyncio.FIRST_COMPLETED)
         handed.cancel()
-        self._handed_wake.clear()
+        self.handed.wake.clear()
         if announced.done():
             return True
         announced.cancel()
@@ -124,7 +119,7 @@ class Worker:
             # The poll's clock starts here, whether the claim is made (a full worker makes
             # none) or fails: no busy loop.
             self._claimed_at = time.monotonic()
-        if self._handed and self.has_room():
+        if self.handed and self.has_room():
             started += await self._take_up()
         while claim and (free := self.concurrency - len(self._running)) > 0:
             claimed = await self.machine.claim(self.name, free)
@@ -135,14 +130,14 @@ class Worker:
 
     async def _take_up(self) -> int:
         """Start the runs handed to this worker (each leased to it by the write that resumed
-        it), as many as it has room for, in one read: those still running under that lease.
-        A run that ended before it was taken up gives back the pre-hold it was resumed with
-        (`transition_run` leaves it to the lease holder), unless another worker claimed it
-        since, or an execution of this worker has it. Returns how many were started."""
-        room = self.concurrency - len(self._running)
-        run_ids, self._handed = self._handed[:room], self._handed[room:]
-        started = 0
-        for run in await self.machine.handed_runs(run_ids):
+        it), as many as it has room for: those their notices carried, as they carried them
+        (`engine.handoffs`), and those still running under that lease of the others, read in
+        one go. A run that ended before it was read gives back the pre-hold it was resumed
+        with (`transition_run` leaves it to the lease holder), unless another worker claimed
+        it since, or an execution of this worker has it. Returns how many were started."""
+        taken = self.handed.take(self.concurrency - len(self._running), self.machine.clock.now())
+        started = sum(self._start(run) for run in taken.carried)
+        for run in await self.machine.handed_runs(taken.to_read):
             if run.status == RunStatus.RUNNING and run.lease_owner == self.name:
                 started += self._start(run)
             elif (

@@ -5,7 +5,7 @@ never both move a run.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -241,19 +241,21 @@ def run_update_parameters(
     return parameters
 
 
-# The notices a status change sends, from the event it appends to the run's log as the log
-# will hold it (None where that is not known).
-TransitionNotices = Callable[[Sequence[RunEventRecord] | None], Sequence[Notice]]
+# The notices a status change sends, from the run's row as the change left it and the event
+# it appends to the run's log as the log will hold it (None where that is not known).
+TransitionNotices = Callable[[Mapping[str, Any], Sequence[RunEventRecord] | None], Sequence[Notice]]
 
 
 @lru_cache(maxsize=256)
 def _transition_update(
-    sources: tuple[str, ...], guards: tuple[str, ...], columns: tuple[str, ...]
+    sources: tuple[str, ...], guards: tuple[str, ...], columns: tuple[str, ...], handing: bool
 ) -> Any:
     """A status change's UPDATE, returning the run and where its log stands
-    (`run_log.log_tail_columns`: its one event, the status, has no key); built once per
-    shape."""
-    return run_update(sources, guards, columns).returning(*log_tail_columns(keyed=False))
+    (`run_log.log_tail_columns`: its one event, the status, has no key), and when `handing`
+    the run to a worker what a claim returns besides its row (`_AGENT_REVISION`,
+    `_ACCOUNT_TIER`); built once per shape."""
+    statement = run_update(sources, guards, columns).returning(*log_tail_columns(keyed=False))
+    return statement.returning(_AGENT_REVISION, _ACCOUNT_TIER) if handing else statement
 
 
 # A run's hold that did not fit, forgotten (the run takes one when it is claimed).
@@ -269,6 +271,11 @@ class _NotMoved(Exception):
     """Rolls a transition back: the run was not in an expected status any more."""
 
 
+class _HoldDidNotFit(Exception):
+    """Rolls a transition back: the hold it was to take did not fit in the balance, and its
+    notices name the hold (the move is made again without it)."""
+
+
 async def transition_run(
     engine: Database,
     run_id: str,
@@ -281,6 +288,7 @@ async def transition_run(
     hold: Hold | None = None,
     release_unclaimed_hold: bool = False,
     notices_of: TransitionNotices | None = None,
+    handing: bool = False,
     ended_below: list[str] | None = None,
     wall_clock_seconds: float = 600.0,
 ) -> RunRecord | None:
@@ -290,10 +298,14 @@ async def transition_run(
     status any more. An edge the state machine does not have raises IllegalTransitionError
     before any write. In the same transaction: `hold`, when given and when it fits, is taken
     for the run's next model call (its pre-hold); `release_unclaimed_hold` gives back a
-    pre-hold that no worker has leased (a worker's own holds are its to settle); `notices`
-    go out when the move commits. A run that ends cancels the runs it started, and takes
-    its calls (and theirs) off the ancestors showing them (the ids of the runs changed so are
-    added to `ended_below`; an ancestor left with no calls gets `wall_clock_seconds`).
+    pre-hold that no worker has leased (a worker's own holds are its to settle); the notices
+    `notices_of` makes of the run as the move left it go out when it commits (a hold that did
+    not fit is not in them: the move is made again without it). `handing`: the move hands the
+    run to a worker, and the row its notices are made of has what a claim returns besides the
+    run's (`_AGENT_REVISION`, `_ACCOUNT_TIER`). A run that ends cancels the runs it started,
+    and takes its calls (and theirs) off the ancestors showing them (the ids of the runs
+    changed so are added to `ended_below`; an ancestor left with no calls gets
+    `wall_clock_seconds`).
     """
     for source in sources:
         check_transition(source, target)
@@ -301,7 +313,7 @@ async def transition_run(
     guard = guard or RunGuard()
     source_values = tuple(sorted(source.value for source in sources))
 
-    def move(connection: Connection) -> RunRecord:
+    def move(connection: Connection, hold: Hold | None) -> RunRecord:
         if target.is_terminal:
             lock_descendants(connection, run_id)
         values = dict(changes)
@@ -318,7 +330,7 @@ async def transition_run(
                 values.update(hold_id=None, hold_rupiah=None)
         if hold is not None:
             values.update(hold_id=hold.id, hold_rupiah=hold.amount)
-        statement = _transition_update(source_values, guard.names(), tuple(values))
+        statement = _transition_update(source_values, guard.names(), tuple(values), handing)
         parameters = run_update_parameters(run_id, guard, values)
         row = connection.execute(statement, parameters).first()
         if row is None:
@@ -326,7 +338,8 @@ async def transition_run(
         event = status_event(row._mapping)
         notices: Sequence[Notice] = ()
         if notices_of is not None:
-            notices = notices_of(appended_records(run_id, [event], row._mapping, now))
+            appended = appended_records(run_id, [event], row._mapping, now)
+            notices = notices_of(dict(row._mapping), appended)
         logged = events_part([(run_id, event)], now, notices)
         if target.is_terminal:
             write_parts(connection, [logged])
@@ -344,11 +357,14 @@ async def transition_run(
             parts.append(debit_part(unclaimed.account_id, Decimal(0), [unclaimed.hold_id]))
         written = write_parts(connection, parts)
         if hold is not None and not written["hold_taken"]:
-            row = connection.execute(_WITHOUT_HOLD, {"run_id": run_id}).one()
+            raise _HoldDidNotFit
         return RunRecord.from_row(row._mapping)
 
     try:
-        return await write(engine, move)
+        try:
+            return await write(engine, lambda connection: move(connection, hold))
+        except _HoldDidNotFit:
+            return await write(engine, lambda connection: move(connection, None))
     except _NotMoved:
         return None
 
