@@ -5,8 +5,7 @@ a short lease, and its notice (`engine.events.handed_to`) carries the run as the
 when it fits. The worker starts such a run without reading it, as a claim would have found it
 at that commit, provided nothing changed it since: a notice that the run changed (a
 cancellation, a lease taken over) makes the worker read it instead, and so does the lapse of
-the hand-off's lease (another worker may have claimed it, in a process whose notices come
-in another order).
+the hand-off's lease, after which another worker may have claimed it.
 """
 
 from __future__ import annotations
