@@ -938,6 +938,30 @@ class TestHandOff:
         worker.handed.hand("run_handed_later", None)
         assert await worker._wait_for_work() is True
 
+    async def test_what_is_heard_of_a_run_during_its_resume_comes_after_the_resume(
+        self, hosted: HostedHarness, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        run = await hosted.new_run()
+        await hosted.work()
+        paused = await hosted.get_run(run["id"])
+        events = hosted.context.machine.events
+        transition = run_store.transition_run
+
+        async def heard_meanwhile(*args: Any, **kwargs: Any) -> Any:
+            moved = await transition(*args, **kwargs)
+            # The worker the commit woke streams its call before this process delivered it.
+            events.hear(f'~{run["id"]} {{"delta": "early"}}')  # type: ignore[attr-defined]
+            return moved
+
+        monkeypatch.setattr(run_store, "transition_run", heard_meanwhile)
+        async with events.follow(run["id"]) as follower:
+            assert follower.take() == [None]
+            assert (await hosted.answer(paused)).status_code == 200
+            resumed, early = follower.take()
+        # The resume's status change (its event, carried), then the delta.
+        assert isinstance(resumed, list) and resumed[0].data["status"] == "running"
+        assert early == {"delta": "early"}
+
     async def test_a_handed_run_is_taken_up_as_its_notice_carried_it_while_its_lease_lasts(
         self, hosted: HostedHarness
     ) -> None:

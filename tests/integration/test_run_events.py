@@ -220,6 +220,31 @@ async def test_a_handed_run_comes_as_its_notice_carried_it_where_it_fits(
     assert taken.changes == ["run_d", "run_e"]
 
 
+async def test_what_a_process_hears_of_a_run_it_writes_comes_after_the_writes_notices(
+    pair: Pair, backend: tuple[str, str]
+) -> None:
+    if backend[0] == "local":
+        pytest.skip("one process: it hears nothing from another")
+    api, worker = pair
+    async with api.follow("run_w") as follower:
+        assert follower.take() == [None]
+        with api.writing("run_w"):
+            # The worker the write woke streams its call before the write's notices are
+            # delivered here (a marker sent after the delta shows that it arrived).
+            await worker.publish_delta("run_w", {"delta": "hai"})
+            async with api.watch("run_marker") as marker:
+                await worker.publish("run_marker")
+                await asyncio.wait_for(marker.wait(), WAKE_SECONDS)
+            assert follower.take() == []
+            await api.committed("run_w")
+        # The write's change first (its log is read), then what was heard meanwhile.
+        assert follower.take() == [None, {"delta": "hai"}]
+        follower.wake.clear()
+        await worker.publish_delta("run_w", {"delta": " lagi"})
+        await asyncio.wait_for(follower.wake.wait(), WAKE_SECONDS)
+        assert follower.take() == [{"delta": " lagi"}]
+
+
 async def test_a_closed_watch_is_not_woken(pair: Pair) -> None:
     api, worker = pair
     async with api.watch("run_x") as closed:

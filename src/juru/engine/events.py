@@ -107,6 +107,17 @@ def changed_to(
     return payload if _fits(payload) else run_id
 
 
+def _run_of(payload: str) -> str:
+    """The run a payload is of ("" for one of no run: work for any worker, a hello)."""
+    if payload.startswith(WORK):
+        return payload[len(WORK) :].strip().partition(" ")[2].partition(" ")[0]
+    if payload == HELLO:
+        return ""
+    if payload[:1] in (STATE, LOG_GREW, DELTA, LEASE, INTEREST):
+        payload = payload[1:]
+    return payload.partition(" ")[0]
+
+
 def _fits(payload: str) -> bool:
     """Whether every transport carries `payload` whole."""
     return len(payload.encode()) <= MAX_NOTICE_BYTES
@@ -264,6 +275,11 @@ class RunEvents(Protocol):
         """A write that carried `notices(*payloads)` committed: deliver them in this process,
         and to the others where the write could not carry them."""
 
+    def writing(self, run_id: str) -> contextlib.AbstractContextManager[None]:
+        """While open (around a write of the run and its `committed`), what this process hears
+        of the run from the others waits, and is delivered after the write's own notices: a
+        worker's text deltas, say, come after the status change whose notice started it."""
+
     def watch(
         self, run_id: str, leases: bool = False
     ) -> contextlib.AbstractAsyncContextManager[RunChanged]:
@@ -300,12 +316,37 @@ class LocalRunEvents:
         self._work = asyncio.Event()
         # This process's workers, by name: what takes the runs handed to each.
         self._workers: dict[str, HandOffs] = {}
+        # Runs this process is writing (`writing`): what it heard of each from the others
+        # meanwhile, held until the write's own notices were delivered.
+        self._held: dict[str, list[str]] = {}
 
     async def start(self) -> None:
         return None
 
     async def stop(self) -> None:
         return None
+
+    def hear(self, payload: str) -> None:
+        """Deliver what another process said, unless it is of a run this process is writing
+        (`writing`): that waits for the write's own notices."""
+        held = self._held.get(_run_of(payload)) if self._held else None
+        if held is not None:
+            held.append(payload)
+            return
+        self.deliver(payload)
+
+    @contextlib.contextmanager
+    def writing(self, run_id: str) -> Iterator[None]:
+        if run_id in self._held:  # another write of the run in flight: that one holds
+            yield
+            return
+        held = self._held[run_id] = []
+        try:
+            yield
+        finally:
+            del self._held[run_id]
+            for payload in held:
+                self.deliver(payload)
 
     def deliver(self, payload: str) -> None:
         if payload.startswith(WORK):
@@ -578,7 +619,7 @@ class PostgresRunEvents(LocalRunEvents):
             while (notice := pgconn.notifies()) is not None:
                 origin, _, payload = notice.extra.decode(encoding).partition("|")
                 if origin != self._origin:  # our own were delivered at once
-                    self.deliver(payload)
+                    self.hear(payload)
 
         socket = pgconn.socket
         loop.add_reader(socket, readable)

@@ -106,23 +106,27 @@ class RunMachine:
                 payloads[1] = handed_to(hand_to, run_id, handed_run_state(run))
             return self.events.notices(*payloads)
 
-        moved = await run_store.transition_run(
-            self.engine,
-            run_id,
-            sources,
-            target,
-            self.clock.now(),
-            values,
-            guard,
-            hold=hold,
-            release_unclaimed_hold=release_unclaimed_hold,
-            notices_of=notices_of,
-            handing=hand_to is not None,
-            ended_below=ended_below,
-            wall_clock_seconds=self.limits.wall_clock_seconds,
-        )
+        # What this process hears of the run meanwhile (a worker the move hands it to, say,
+        # streaming its call) is delivered after the move's own notices.
+        with self.events.writing(run_id):
+            moved = await run_store.transition_run(
+                self.engine,
+                run_id,
+                sources,
+                target,
+                self.clock.now(),
+                values,
+                guard,
+                hold=hold,
+                release_unclaimed_hold=release_unclaimed_hold,
+                notices_of=notices_of,
+                handing=hand_to is not None,
+                ended_below=ended_below,
+                wall_clock_seconds=self.limits.wall_clock_seconds,
+            )
+            if moved is not None:
+                await self.events.committed(*payloads)
         if moved is not None:
-            await self.events.committed(*payloads)
             # The runs it started ended with it (their workers stop at once), and ancestors
             # that showed its calls changed.
             for child_id in ended_below:
@@ -204,9 +208,10 @@ class RunMachine:
                 payloads[0] = changed_to(step.run_id, run_state(run), carried)
             return self.events.notices(*payloads)
 
-        recorded = await step_store.record_step(self.engine, step, rules, notices_of)
-        if recorded:
-            await self.events.committed(*payloads)
+        with self.events.writing(step.run_id):
+            recorded = await step_store.record_step(self.engine, step, rules, notices_of)
+            if recorded:
+                await self.events.committed(*payloads)
         return recorded
 
     async def submit_tool_outputs(

@@ -116,7 +116,7 @@ class SocketRunEvents(LocalRunEvents):
                 payload = self._socket.recv(RECEIVE_BYTES)
             except (BlockingIOError, InterruptedError):
                 return
-            self.deliver(payload.decode())
+            self.hear(payload.decode())
 
     def _peer_names(self) -> list[str]:
         own = self.path.name if self.path is not None else None
