@@ -924,14 +924,17 @@ class TestHandOff:
             await asyncio.gather(serving, return_exceptions=True)
 
     async def test_a_worker_kept_busy_by_handed_runs_still_polls_on_time(
-        self, hosted: HostedHarness
+        self, hosted: HostedHarness, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         # A handed run alone needs no claim; but once the poll's time has come since the last
         # claim (a lease may have lapsed, a wake-up may have been lost), the wake-up claims too,
-        # however often handed runs keep waking the worker.
+        # however often handed runs keep waking the worker. The poll's time is made long, so
+        # that a slow machine's claim does not reach it before the first wake-up.
+        monkeypatch.setattr(worker_module, "IDLE_POLL_SECONDS", 3600.0)
         worker = hosted.worker("busy-worker")
         await hosted.context.machine.events.wait_for_work(0)  # a new listener's first wake-up
         await worker.fill_slots()  # claims (nothing): the poll's clock starts
+        await hosted.context.machine.events.wait_for_work(0)  # work announced before: claimed
         worker.handed.hand("run_handed", None)
         assert await worker._wait_for_work() is False
         worker._claimed_at -= worker_module.IDLE_POLL_SECONDS  # as if that long ago
