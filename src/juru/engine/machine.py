@@ -91,18 +91,18 @@ class RunMachine:
         work: bool = False,
         hand_to: str | None = None,
     ) -> RunRecord | None:
-        # The move's own transaction tells the other processes (and, with `work`, the workers;
-        # with `hand_to`, the worker it hands the run to, and the run as it leaves it), carrying
-        # the status event it appended for the run's streams; this process hears of it once it
-        # committed.
-        payloads = [run_id, WORK] if work or hand_to is not None else [run_id]
+        # The move's own transaction tells the other processes (and, with `work`, the workers:
+        # any of them, or with `hand_to` the one it hands the run to, with the run as it leaves
+        # it), carrying the status event it appended for the run's streams; this process hears
+        # of it once it committed.
+        payloads = [run_id, WORK] if work else [run_id]
         ended_below: list[str] = []
 
         def notices_of(
             run: Mapping[str, Any], appended: Sequence[RunEventRecord] | None
         ) -> list[Notice]:
             payloads[0] = changed_to(run_id, None, self._for_streams(run_id, appended))
-            if hand_to is not None:
+            if work and hand_to is not None:
                 payloads[1] = handed_to(hand_to, run_id, handed_run_state(run))
             return self.events.notices(*payloads)
 
