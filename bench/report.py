@@ -588,6 +588,7 @@ def streams_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Row
         "steps/s there",
         "server CPU there",
         "event delay p50 / p99 / max ms",
+        "client loop lag p99 / max ms",
         "runs ended (failed, lane errors)",
         "open idle streams",
         "RSS added MiB",
@@ -610,6 +611,7 @@ def streams_table(results: Sequence[dict[str, Any]]) -> tuple[str, Row, list[Row
                 _percent(many.get("server_cpu_util")),
                 f"{_f(many['delay_p50_ms'])} / {_f(many['delay_p99_ms'])} / "
                 f"{_f(many['delay_max_ms'])}",
+                f"{_f(many.get('client_lag_p99_ms'))} / {_f(many.get('client_lag_max_ms'))}",
                 f"{many['runs_ended']} ({many['runs_failed']}, {many.get('lane_errors', 0)})",
                 str(idle["open_streams"]),
                 _f(idle["added_mib"]),

@@ -21,6 +21,7 @@ from typing import Any
 from rich.console import Console
 
 from bench import report
+from bench.client_loop import settle_heap
 from bench.harness import REPO, machine, postgres_reachable
 from bench.scenarios import (
     baseline,
@@ -86,6 +87,8 @@ async def measure(
         # The baseline and the bare runtime have no Juru database, Aegra only PostgreSQL: once.
         for dialect in [SINGLE[name]] if name in SINGLE else dialects:
             console.print(f"[bold]{name}[/bold] on {dialect}{' (quick)' if args.quick else ''}")
+            # What earlier scenarios left in the client's heap stays out of its collections.
+            settle_heap()
             try:
                 result = await SCENARIOS[name](dialect, args.quick, args.out)
             except Exception as error:  # one broken scenario must not lose the others

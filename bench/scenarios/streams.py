@@ -24,6 +24,7 @@ import httpx
 from httpx_sse import aconnect_sse
 
 from bench.client import REQUEST_ERRORS, Api, RunResult, warm_every_worker
+from bench.client_loop import loop_lag, settle_heap
 from bench.harness import stack
 from bench.scenarios.waiting import park
 from bench.stats import percentile
@@ -120,17 +121,20 @@ async def concurrent(api: Api, threads: list[str], window: float, bench: Any) ->
                 return
             results.append(result)
 
+    # The delays are timed here: the client's own collections must not show as the server's.
+    settle_heap()
     model0, cpu0, started = bench.model.stats(), bench.server.cpu_seconds(), time.monotonic()
 
     spread = CONCURRENT_LATENCY / len(threads)
     lanes = [asyncio.create_task(lane(t, i * spread)) for i, t in enumerate(threads)]
-    try:
-        await asyncio.sleep(window)  # the measurement window, the lanes run meanwhile
-    finally:
-        for task in lanes:
-            task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.gather(*lanes, return_exceptions=True)
+    async with loop_lag() as lag:
+        try:
+            await asyncio.sleep(window)  # the measurement window, the lanes run meanwhile
+        finally:
+            for task in lanes:
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.gather(*lanes, return_exceptions=True)
     elapsed = time.monotonic() - started
     steps = bench.model.stats()["requests"] - model0["requests"]
     cpu = bench.server.cpu_seconds() - cpu0
@@ -149,6 +153,9 @@ async def concurrent(api: Api, threads: list[str], window: float, bench: Any) ->
         "delay_p50_ms": percentile(milliseconds, 0.5),
         "delay_p99_ms": percentile(milliseconds, 0.99),
         "delay_max_ms": max(milliseconds) if milliseconds else None,
+        # How late the client's loop woke meanwhile: what of the delays could be the client's.
+        "client_lag_p99_ms": lag.p99_ms(),
+        "client_lag_max_ms": lag.max_ms(),
     }
 
 

@@ -471,6 +471,9 @@ def test_streams_scenario_follows_runs_and_holds_streams_open(
     assert one["ratio_median"] > 1.0 and one["waited_ratio_median"] > 1.0
     assert result["concurrent"]["events_timed"] > 0 and result["concurrent"]["lane_errors"] == 0
     assert 0 <= result["concurrent"]["delay_p50_ms"] <= result["concurrent"]["delay_p99_ms"]
+    # The client's own loop lag, measured over the same window, beside the delays.
+    lag = result["concurrent"]
+    assert 0 <= lag["client_lag_p99_ms"] <= lag["client_lag_max_ms"]
     assert result["idle"]["open_streams"] == 20
     saved = json.loads((tmp_path / "latest.json").read_text())
     names = [name for name, _limit, _value, _verdict in report.targets(saved["results"])]
