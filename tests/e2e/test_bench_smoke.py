@@ -335,11 +335,12 @@ def test_census_scenario_counts_a_steps_statements_and_makes_them_a_target(
     result = json.loads((tmp_path / "census-sqlite.json").read_text())
     assert result["model_steps"] == result["runs"] * 5
     sql = result["sql_per_step"]
-    # A paused step writes the step's transcript rows and its one charge; the tool outputs and
-    # the step both change the run.
-    assert sql["INSERT INTO thread_messages"] == pytest.approx(1.0)
+    # A paused step writes its one charge, then changes the run, then writes the rest (its
+    # transcript rows among them) in one statement; so do the tool outputs, after the run.
     assert sql["INSERT INTO usage_charges"] == pytest.approx(1.0)
     assert sql["UPDATE runs"] >= 2.0
+    assert sql["INSERT INTO juru_parts"] >= 2.0
+    assert "INSERT INTO thread_messages" not in sql
     # SQLite's write queue begins every write itself, and a statement is one of a write.
     assert sql["BEGIN"] >= sql["(commit)"] > 0
     statements, commits = report.sql_census(result) or (0.0, 0.0)

@@ -33,10 +33,11 @@ pytestmark = pytest.mark.e2e
 # after the charge, and after the transcript's insert. On PostgreSQL the charge goes in the
 # run's UPDATE (a `WITH` before it), so the first and third are one; and the transcript is a
 # part of the statement that ends the write, with the events and the settlement
-# (`store.joined`).
+# (`store.joined`), on SQLite a row of the parts' view (matched with the statement's
+# parameters: `tests.support.crash_serve`).
 CRASH_POINTS = [
     r"^\s*(WITH charged AS\s*\(\s*)?INSERT INTO usage_charges",
-    r"^\s*(WITH transcript_given AS .*)?INSERT INTO thread_messages",
+    r"^\s*(WITH transcript_given AS .*)?INSERT INTO (thread_messages|juru_parts .*'transcript')",
     # The step's own UPDATE of the run (a claim's sets no step_count).
     r"^(\s*WITH charged AS .*\)\s*)?UPDATE runs SET (status=\S+, )?step_count",
 ]

@@ -25,7 +25,7 @@ from juru.store.usage import charges_of_run
 from tests.integration.test_run_engine import OPENAI_MODEL, WEATHER_CALL, _until
 from tests.support.fake_openai import FakeOpenAIServer
 from tests.support.hosted import WEATHER_TOOL, HostedHarness, api_error
-from tests.support.statements import statements_sent
+from tests.support.statements import sends_part, statements_seen
 
 # A reply that calls a tool the agent lacks (an error result, and the loop goes on), with
 # arguments long enough that each step costs about Rp50 of output.
@@ -249,8 +249,14 @@ async def test_a_call_whose_hold_does_not_fit_is_refused_before_the_provider(
 
 def hold_writes() -> AbstractContextManager[list[str]]:
     """The statements that take holds while the block runs (on PostgreSQL the INSERT of a
-    hold's row follows the account's UPDATE in a `WITH`)."""
-    return statements_sent(lambda statement: "INSERT INTO BALANCE_HOLDS" in statement.upper())
+    hold's row follows the account's UPDATE in a `WITH`; on SQLite a hold is a part of the
+    joined write, `store.joined`)."""
+    return statements_seen(
+        lambda statement, context: (
+            "INSERT INTO BALANCE_HOLDS" in statement.upper()
+            or sends_part("hold", statement, context)
+        )
+    )
 
 
 async def held_now(hosted: HostedHarness) -> Decimal:

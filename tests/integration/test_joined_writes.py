@@ -1,4 +1,4 @@
-"""A write's parts joined into one statement on PostgreSQL (`store.joined`): the statements a
+"""A write's parts joined into one statement (`store.joined`): the statements a
 paused step sends, parts that change one row kept apart, and a transcript written again, with
 the same result on both databases."""
 
@@ -13,7 +13,7 @@ from sqlalchemy import Connection, func, select
 from juru.core.run_events import RunEventType
 from juru.store.holds import Hold, debit_part, held_total, hold, hold_part
 from juru.store.joined import write_parts
-from juru.store.run_log import NewRunEvent, append_events, events_after
+from juru.store.run_log import NewRunEvent, append_events, events_after, events_part
 from juru.store.tables import accounts, usage_charges
 from juru.store.transactions import write
 from juru.store.transcript import append_transcript, list_messages
@@ -22,28 +22,17 @@ from tests.support.fake_openai import FakeOpenAIServer
 from tests.support.hosted import HostedHarness
 from tests.support.statements import statements_sent
 
-# What each write of a paused step changes, statement by statement: on PostgreSQL the run's
-# UPDATE, then one statement with the rest; on SQLite one statement per table. (This pause
-# keeps the older checkpoints: `engine.execution.PRUNE_EVERY_STEPS`.)
+# What each write of a paused step changes, statement by statement: the run's UPDATE, then one
+# statement with the rest (on PostgreSQL a `WITH`, on SQLite the parts' rows of `juru_parts`,
+# after the step's ledger row, which SQLite writes first). (This pause keeps the older
+# checkpoints: `engine.execution.PRUNE_EVERY_STEPS`.)
 OUTPUTS_WRITE = {
     "postgresql": ["UPDATE runs", "WITH events_given"],
-    "sqlite": [
-        "UPDATE runs",
-        "INSERT INTO run_events",
-        "UPDATE accounts",
-        "INSERT INTO balance_holds",
-    ],
+    "sqlite": ["UPDATE runs", "INSERT INTO juru_parts"],
 }
 STEP_WRITE = {
     "postgresql": ["WITH charged", "WITH transcript_given"],
-    "sqlite": [
-        "INSERT INTO usage_charges",
-        "UPDATE runs",
-        "INSERT INTO thread_messages",
-        "INSERT INTO run_events",
-        "DELETE FROM balance_holds",
-        "UPDATE accounts",
-    ],
+    "sqlite": ["INSERT INTO usage_charges", "UPDATE runs", "INSERT INTO juru_parts"],
 }
 
 
@@ -70,7 +59,7 @@ def shapes(statements: list[str], prefixes: list[str]) -> list[str]:
     return named
 
 
-async def test_a_paused_paid_step_writes_in_two_statements_on_postgresql(
+async def test_a_paused_paid_step_writes_in_two_statements_or_three(
     hosted_openai: HostedHarness, fake_openai: FakeOpenAIServer
 ) -> None:
     # Three calls, each of another city (the same call three times is a loop, which fails it).
@@ -126,6 +115,28 @@ async def test_a_hold_given_back_and_another_taken_in_one_write_both_count(
     assert (await write(engine, give_back_and_take))["hold_taken"] is True
     held = await engine.scalar(select(accounts.c.held_rupiah).where(accounts.c.id == account))
     assert held == Decimal(200) == await held_total(engine, account)
+
+
+async def test_a_hold_that_does_not_fit_leaves_the_rest_of_its_write_written(
+    hosted: HostedHarness,
+) -> None:
+    """On SQLite the hold's trigger refuses it with `RAISE(ABORT)`, which undoes the whole
+    statement: the write's other parts are sent again without it."""
+    account = await hosted.sign_in("short", balance=100)
+    run = await hosted.new_run()
+    engine, now = hosted.context.engine, hosted.clock.now()
+    too_much = Hold("hold_big", account, Decimal(101), "test", now, now + timedelta(minutes=5))
+    event = NewRunEvent(RunEventType.MESSAGE_COMPLETED, {"n": 1}, key="refused-beside")
+
+    def events_and_hold(connection: Connection) -> dict[str, Any]:
+        parts = [events_part([(run["id"], event)], now), hold_part(too_much)]
+        return write_parts(connection, parts)
+
+    assert (await write(engine, events_and_hold))["hold_taken"] is False
+    logged = await events_after(engine, run["id"], 0)
+    assert [e.data for e in logged if e.type == "message.completed"] == [{"n": 1}]
+    held = await engine.scalar(select(accounts.c.held_rupiah).where(accounts.c.id == account))
+    assert held == 0 == await held_total(engine, account)
 
 
 async def test_a_transcript_written_again_updates_known_ids_and_appends_the_rest(

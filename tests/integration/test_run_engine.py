@@ -1082,14 +1082,15 @@ class TestLargeInputs:
         rows_per_statement: list[int] = []
 
         def count(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
-            if "INSERT INTO thread_messages" not in statement:
-                return
-            if isinstance(parameters, dict) and "transcript_rows" in parameters:
-                # A part of a joined statement (PostgreSQL: `store.joined`): rows as one JSON
-                # array.
+            # A part of a joined statement (`store.joined`), its rows as one JSON array: on
+            # PostgreSQL a parameter of the statement, on SQLite of the part's row of the view.
+            if "INSERT INTO thread_messages" in statement:
                 rows_per_statement.append(len(json.loads(parameters["transcript_rows"])))
-            else:
-                rows_per_statement.append(len(parameters) if isinstance(parameters, list) else 1)
+            elif "INSERT INTO juru_parts" in statement:
+                bodies = [json.loads(value) for value in parameters if value.startswith("{")]
+                rows_per_statement.extend(
+                    len(body["transcript_rows"]) for body in bodies if "transcript_rows" in body
+                )
 
         agent = await hosted.create_agent()
         thread = await hosted.create_thread(agent["id"])

@@ -3,8 +3,8 @@
     JURU_TEST_CRASH_AT="^UPDATE accounts" python -m tests.support.crash_serve serve
 
 The process dies right after the first statement that matches the regular expression
-`JURU_TEST_CRASH_AT` has run, before its transaction commits: nothing of Juru's shutdown or
-rollback code runs.
+`JURU_TEST_CRASH_AT` has run (the statement's text, then its parameters), before its
+transaction commits: nothing of Juru's shutdown or rollback code runs.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ CRASH_AT = re.compile(os.environ.get("JURU_TEST_CRASH_AT", "^$"), re.IGNORECASE 
 
 
 @event.listens_for(Engine, "after_cursor_execute")
-def _crash(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-    if CRASH_AT.search(statement):
+def _crash(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_args: Any) -> None:
+    if CRASH_AT.search(f"{statement} {parameters!r}"):
         os.kill(os.getpid(), signal.SIGKILL)
 
 

@@ -19,6 +19,22 @@ def statements_sent(matches: Callable[[str], bool]) -> Iterator[list[str]]:
 
 
 @contextmanager
+def statements_seen(accepts: Callable[[str, Any], bool]) -> Iterator[list[str]]:
+    """`statements_sent`, `accepts` given each statement with its execution context (its
+    `parameters`: on SQLite the parts of a joined write are parameters, `store.joined`)."""
+    with _statements(accepts) as seen:
+        yield seen
+
+
+def sends_part(kind: str, statement: str, context: Any) -> bool:
+    """Whether a statement is SQLite's joined write of a part of `kind` (`store.joined`): its
+    parameters are each part's kind and JSON, in turn."""
+    if "INSERT INTO juru_parts" not in statement or context is None:
+        return False
+    return any(kind in row[::2] for row in context.parameters)
+
+
+@contextmanager
 def statements_compiled_each_time() -> Iterator[list[str]]:
     """The statements built with SQLAlchemy that it compiled again because they have no cache
     key (a multi-row VALUES, for one), sent by any engine of this process while the block runs:

@@ -5,9 +5,9 @@ concurrent calls can never spend more than the balance, and settled when the cal
 taking a hold one conditional UPDATE (atomic on both databases), the rows let a hold be settled
 once and let the holds of a process that died be released when they expire.
 
-On PostgreSQL a hold's row and the account's update are one statement (a data-modifying `WITH`,
-joined with the rest of its write's where it can be: `store.joined`) when a hold is taken and
-when holds are given back, with or without a debit; on SQLite, two.
+A hold's row and the account's update are one statement when a hold is taken and when holds
+are given back, with or without a debit, joined with the rest of its write's where it can be
+(`store.joined`: on PostgreSQL a data-modifying `WITH`, on SQLite a trigger's statements).
 """
 
 from __future__ import annotations
@@ -16,14 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
 
-from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
+from sqlalchemy import Connection, bindparam, func, select
 
 from juru.store.database import Database
-from juru.store.joined import JoinedSql, Part, write_parts
-from juru.store.lists import StringList, in_list, postgresql_in_list
-from juru.store.tables import accounts, balance_holds
+from juru.store.joined import JoinedSql, Part, refusal, write_parts
+from juru.store.lists import StringList, postgresql_in_list
+from juru.store.tables import balance_holds
 from juru.store.transactions import write
 from juru.store.types import Money, UtcDateTime
 
@@ -41,36 +40,12 @@ class Hold:
     run_id: str | None = None
 
 
-_TAKE = (
-    update(accounts)
-    .where(
-        accounts.c.id == bindparam("account_id"),
-        accounts.c.balance_rupiah - accounts.c.held_rupiah >= bindparam("amount", type_=Money()),
-    )
-    .values(held_rupiah=accounts.c.held_rupiah + bindparam("amount", type_=Money()))
-)
-
-# Statements of the step path, built once (their cache keys are computed once).
-_INSERT = insert(balance_holds)
-_REMOVE = (
-    delete(balance_holds)
-    .where(in_list(balance_holds.c.id, "hold_ids"))
-    .returning(balance_holds.c.amount_rupiah)
-)
-# The cost off the balance, the holds' amounts off what is held (either may be 0).
-_DEBIT = (
-    update(accounts)
-    .where(accounts.c.id == bindparam("account_id"))
-    .values(
-        balance_rupiah=accounts.c.balance_rupiah - bindparam("cost", type_=Money()),
-        held_rupiah=accounts.c.held_rupiah - bindparam("released", type_=Money()),
-    )
-)
-
-
-# PostgreSQL, as parts of a joined statement (`store.joined`): the conditional UPDATE of the
+# Parts of a joined write (`store.joined`). On PostgreSQL: the conditional UPDATE of the
 # account and the hold's row, inserted only when the UPDATE set the amount aside; the holds'
-# rows deleted and the account debited (its holds' amounts those of the rows deleted).
+# rows deleted and the account debited (its holds' amounts those of the rows deleted). On
+# SQLite, where each statement sees the ones before it: a hold that does not fit refuses the
+# part, else the amount set aside and the row written; the account debited by the cost and the
+# amounts of the holds named, then their rows deleted.
 TAKE = JoinedSql(
     frozenset({"accounts", "balance_holds"}),
     (
@@ -95,6 +70,20 @@ TAKE = JoinedSql(
         bindparam("hold_created", type_=UtcDateTime()),
         bindparam("hold_expires", type_=UtcDateTime()),
     ),
+    kind="hold",
+    sqlite=(
+        f"""SELECT RAISE(ABORT, '{refusal("hold")}') WHERE NOT EXISTS (
+            SELECT 1 FROM accounts WHERE accounts.id = :hold_account
+                AND accounts.balance_rupiah - accounts.held_rupiah >= :hold_amount
+        )""",
+        """UPDATE accounts SET held_rupiah = accounts.held_rupiah + :hold_amount
+        WHERE accounts.id = :hold_account""",
+        """INSERT INTO balance_holds
+            (id, account_id, amount_rupiah, what, run_id, created_at, expires_at)
+        VALUES (:hold_id, :hold_account, :hold_amount, :hold_what, :hold_run, :hold_created,
+            :hold_expires)""",
+    ),
+    refused_as="hold_taken",
 )
 DEBIT = JoinedSql(
     frozenset({"accounts", "balance_holds"}),
@@ -116,22 +105,19 @@ DEBIT = JoinedSql(
         bindparam("debit_cost", type_=Money()),
         bindparam("debit_holds", type_=StringList()),
     ),
+    kind="debit",
+    sqlite=(
+        """UPDATE accounts SET
+            balance_rupiah = accounts.balance_rupiah - :debit_cost,
+            held_rupiah = accounts.held_rupiah - (
+                SELECT coalesce(sum(amount_rupiah), 0) FROM balance_holds
+                WHERE balance_holds.id IN (SELECT value FROM json_each(NEW.body, '$.debit_holds'))
+            )
+        WHERE accounts.id = :debit_account""",
+        """DELETE FROM balance_holds
+        WHERE balance_holds.id IN (SELECT value FROM json_each(NEW.body, '$.debit_holds'))""",
+    ),
 )
-
-
-def _insert_hold(connection: Connection, hold: Hold) -> None:
-    connection.execute(
-        _INSERT,
-        {
-            "id": hold.id,
-            "account_id": hold.account_id,
-            "amount_rupiah": hold.amount,
-            "what": hold.what,
-            "run_id": hold.run_id,
-            "created_at": hold.created_at,
-            "expires_at": hold.expires_at,
-        },
-    )
 
 
 def take_hold(connection: Connection, hold: Hold) -> bool:
@@ -146,13 +132,6 @@ def take_hold(connection: Connection, hold: Hold) -> bool:
 
 def hold_part(hold: Hold) -> Part:
     """`take_hold` as a part of a joined write (`store.joined`), its result `hold_taken`."""
-
-    def alone(connection: Connection) -> dict[str, Any]:
-        taken = connection.execute(_TAKE, {"account_id": hold.account_id, "amount": hold.amount})
-        if taken.rowcount:
-            _insert_hold(connection, hold)
-        return {"hold_taken": bool(taken.rowcount)}
-
     parameters = {
         "hold_id": hold.id,
         "hold_account": hold.account_id,
@@ -162,7 +141,7 @@ def hold_part(hold: Hold) -> Part:
         "hold_created": hold.created_at,
         "hold_expires": hold.expires_at,
     }
-    return Part(TAKE, parameters, alone)
+    return Part(TAKE, parameters)
 
 
 def debit(
@@ -180,19 +159,8 @@ def debit_part(account_id: str, cost: Decimal, hold_ids: Sequence[str] = ()) -> 
     if not cost and not hold_ids:
         return None
 
-    def alone(connection: Connection) -> dict[str, Any]:
-        parameters: dict[str, Any] = {"account_id": account_id, "cost": cost}
-        if not hold_ids:
-            connection.execute(_DEBIT, {**parameters, "released": 0})
-            return {}
-        removed = connection.execute(_REMOVE, {"hold_ids": list(hold_ids)}).all()
-        released = sum((Decimal(row[0]) for row in removed), Decimal(0))
-        if cost or released:
-            connection.execute(_DEBIT, {**parameters, "released": released})
-        return {}
-
     parameters = {"debit_account": account_id, "debit_cost": cost, "debit_holds": list(hold_ids)}
-    return Part(DEBIT, parameters, alone)
+    return Part(DEBIT, parameters)
 
 
 def release_in(connection: Connection, account_id: str, hold_id: str) -> None:

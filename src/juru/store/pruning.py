@@ -13,27 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection
 
 from juru.store.database import Database
 from juru.store.joined import JoinedSql, Part, write_parts
 from juru.store.transactions import write
 
-# LangGraph's SQLite saver: `checkpoints` and their pending `writes`.
-_SQLITE_LATEST = (
-    "SELECT checkpoint_ns, MAX(checkpoint_id) FROM checkpoints WHERE thread_id = :thread "
-    "GROUP BY checkpoint_ns"
-)
-_SQLITE_KEEP_LATEST = [
-    text(
-        "DELETE FROM writes WHERE thread_id = :thread "
-        f"AND (checkpoint_ns, checkpoint_id) NOT IN ({_SQLITE_LATEST})"
-    ),
-    text(
-        "DELETE FROM checkpoints WHERE thread_id = :thread "
-        f"AND (checkpoint_ns, checkpoint_id) NOT IN ({_SQLITE_LATEST})"
-    ),
-]
 # LangGraph's PostgreSQL saver also keeps channel values in `checkpoint_blobs`, by channel and
 # version: a blob stays while the checkpoint left refers to it. A part of a joined statement
 # (`store.joined`; its entries see one snapshot, so the blobs kept are those the latest
@@ -73,6 +58,17 @@ KEEP_LATEST = JoinedSql(
             )
         )""",
     ),
+    # LangGraph's SQLite saver: `checkpoints` and their pending `writes`.
+    kind="prune",
+    sqlite=tuple(
+        f"""DELETE FROM {table} WHERE thread_id = :prune_thread
+        AND (checkpoint_ns, checkpoint_id) NOT IN (
+            SELECT checkpoint_ns, MAX(checkpoint_id) FROM checkpoints
+            WHERE thread_id = :prune_thread GROUP BY checkpoint_ns
+        )"""
+        for table in ("writes", "checkpoints")
+    ),
+    sqlite_tables=frozenset({"writes", "checkpoints"}),
 )
 
 
@@ -85,12 +81,7 @@ def keep_latest_checkpoints(connection: Connection, thread_id: str) -> None:
 def keep_latest_part(thread_id: str) -> Part:
     """`keep_latest_checkpoints` as a part of a joined write (`store.joined`)."""
 
-    def alone(connection: Connection) -> dict[str, Any]:
-        for statement in _SQLITE_KEEP_LATEST:
-            connection.execute(statement, {"thread": thread_id})
-        return {}
-
-    return Part(KEEP_LATEST, {"prune_thread": thread_id}, alone)
+    return Part(KEEP_LATEST, {"prune_thread": thread_id})
 
 
 async def prune_checkpoints(engine: Database, thread_id: str) -> None:

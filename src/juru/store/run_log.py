@@ -2,16 +2,14 @@
 
 Events are appended inside the transaction of the change they describe (a status change, a
 step's write), so the log never says more or less than the database holds. Their ids come from
-the statement itself (`max(seq) + 1` of the run, one row at a time on SQLite; on PostgreSQL
-the last id plus the event's place among those appended, in the statement that also sends the
-write's notices), and every writer of a run's events has updated the run's row first in the
-same transaction, which serialises them: ids are 1, 2, 3, ... with no gaps and no duplicates,
-on both databases.
+the statement itself (the run's last id plus the event's place among those appended; on
+PostgreSQL in the statement that also sends the write's notices), and every writer of a run's
+events has updated the run's row first in the same transaction, which serialises them: ids are
+1, 2, 3, ... with no gaps and no duplicates, on both databases.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,7 +19,7 @@ from typing import Any
 from sqlalchemy import Connection, RowMapping, bindparam, delete, exists, func, select
 
 from juru.core.run_events import RunEventType
-from juru.store.database import Database, dialect_insert
+from juru.store.database import Database
 from juru.store.joined import JoinedSql, Part, write_parts
 from juru.store.lists import JsonRows, in_list
 from juru.store.tables import run_events, runs
@@ -113,18 +111,6 @@ def step_event(step_count: int, cost_rupiah: Decimal) -> NewRunEvent:
     )
 
 
-@functools.cache
-def _append_statement(dialect: str) -> Any:
-    # Built once per dialect: it runs in every step's write.
-    next_seq = (
-        select(func.coalesce(func.max(run_events.c.seq), 0) + 1)
-        .where(run_events.c.run_id == bindparam("of_run"))
-        .scalar_subquery()
-    )
-    statement = dialect_insert(dialect, run_events).values(seq=next_seq)
-    return statement.on_conflict_do_nothing(index_elements=[run_events.c.run_id, run_events.c.key])
-
-
 # PostgreSQL: the events, given as rows of one JSON value (`JsonRows`), appended and the
 # notices sent, as a part of a joined statement (`store.joined`). The events whose key the
 # run's log holds already (a redone step's) are left out before the rest are numbered, each
@@ -172,6 +158,30 @@ EVENTS_AND_NOTICES = JoinedSql(
         bindparam("events_rows", type_=JsonRows()),
         bindparam("events_notices", type_=JsonRows()),
     ),
+    # SQLite: the same rows appended (the notices are kept for the COMMIT: `events_part`). The
+    # SELECT is evaluated whole before the first row goes in, as it reads the table written.
+    kind="events",
+    sqlite=(
+        """INSERT INTO run_events (run_id, seq, type, "key", data, created_at)
+        SELECT
+            fresh.run_id,
+            (SELECT coalesce(max(run_events.seq), 0) FROM run_events
+             WHERE run_events.run_id = fresh.run_id)
+            + row_number() OVER (PARTITION BY fresh.run_id ORDER BY fresh.position),
+            fresh.type, fresh.event_key, fresh.data, :events_created_at
+        FROM (
+            SELECT json_extract(given.value, '$[0]') AS run_id,
+                json_extract(given.value, '$[1]') AS type,
+                json_extract(given.value, '$[2]') AS event_key,
+                json_quote(json_extract(given.value, '$[3]')) AS data,
+                given.key AS position
+            FROM json_each(NEW.body, '$.events_rows') AS given
+        ) AS fresh
+        WHERE fresh.event_key IS NULL OR NOT EXISTS (
+            SELECT 1 FROM run_events
+            WHERE run_events.run_id = fresh.run_id AND run_events."key" = fresh.event_key
+        )""",
+    ),
 )
 
 
@@ -194,9 +204,9 @@ def append_to_logs(
     notices: Sequence[Notice] = (),
 ) -> None:
     """Append each `(run_id, event)` to its run's log, in order, and send `notices` from the
-    same transaction (PostgreSQL). One statement: on PostgreSQL the events and the notices
-    together, on SQLite one execution per row. The caller has updated each run's row in this
-    transaction."""
+    same transaction. One statement (on PostgreSQL the events and the notices together; on
+    SQLite the notices are kept for the COMMIT, `store.write_queue`). The caller has updated
+    each run's row in this transaction."""
     write_parts(connection, [events_part(events, now, notices)])
 
 
@@ -208,23 +218,6 @@ def events_part(
     if not events and not notices:
         return None
 
-    def alone(connection: Connection) -> dict[str, Any]:
-        notify(connection, notices)
-        if events:
-            rows = [
-                {
-                    "run_id": run_id,
-                    "of_run": run_id,
-                    "type": event.type.value,
-                    "key": event.key,
-                    "data": event.data,
-                    "created_at": now,
-                }
-                for run_id, event in events
-            ]
-            connection.execute(_append_statement(connection.dialect.name), rows)
-        return {}
-
     parameters = {
         "events_rows": [
             (run_id, event.type.value, event.key, event.data) for run_id, event in events
@@ -232,7 +225,8 @@ def events_part(
         "events_created_at": now,
         "events_notices": list(notices),
     }
-    return Part(EVENTS_AND_NOTICES, parameters, alone)
+    keep = None if not notices else lambda connection: notify(connection, notices)
+    return Part(EVENTS_AND_NOTICES, parameters, keep, in_sqlite=bool(events))
 
 
 def log_tail_columns(keyed: bool = True) -> tuple[Any, ...]:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, select
+from sqlalchemy import Connection, bindparam, select
 
-from juru.store.database import Database, dialect_insert
+from juru.store.database import Database
 from juru.store.joined import JoinedSql, Part, write_parts
 from juru.store.lists import JsonRows
 from juru.store.pages import Page
@@ -22,22 +21,6 @@ from juru.store.types import UtcDateTime
 TRANSCRIPT_FIELDS = ("message_id", "role", "content", "tool_calls", "tool_call_id", "name")
 
 
-@functools.cache
-def transcript_upsert(dialect: str) -> Any:
-    """Append a message at the end of its thread; an id already there is updated in place.
-    Built once per dialect: it runs in every step's write."""
-    next_position = (
-        select(func.coalesce(func.max(thread_messages.c.position), -1) + 1)
-        .where(thread_messages.c.thread_id == bindparam("of_thread"))
-        .scalar_subquery()
-    )
-    statement = dialect_insert(dialect, thread_messages).values(position=next_position)
-    return statement.on_conflict_do_update(
-        index_elements=[thread_messages.c.thread_id, thread_messages.c.message_id],
-        set_={name: statement.excluded[name] for name in ("content", "tool_calls")},
-    )
-
-
 def append_transcript(
     connection: Connection,
     thread_id: str,
@@ -45,8 +28,8 @@ def append_transcript(
     messages: Sequence[dict[str, Any]],
     now: datetime,
 ) -> None:
-    """Append `messages` in order, in one statement (on SQLite one execution per row, in
-    order)."""
+    """Append `messages` in order, in one statement; an id the thread holds already is
+    updated in place."""
     write_parts(connection, [transcript_part(thread_id, run_id, messages, now)])
 
 
@@ -98,6 +81,33 @@ TRANSCRIPT = JoinedSql(
         bindparam("transcript_created_at", type_=UtcDateTime()),
         bindparam("transcript_rows", type_=JsonRows()),
     ),
+    # SQLite: the known ids rewritten, then the others appended (the SELECT is evaluated whole
+    # before the first row goes in, as it reads the table written).
+    kind="transcript",
+    sqlite=(
+        """UPDATE thread_messages
+        SET content = json_extract(given.value, '$[2]'),
+            tool_calls = json_quote(json_extract(given.value, '$[3]'))
+        FROM json_each(NEW.body, '$.transcript_rows') AS given
+        WHERE thread_messages.thread_id = :transcript_thread
+            AND thread_messages.message_id = json_extract(given.value, '$[0]')""",
+        """INSERT INTO thread_messages (thread_id, position, message_id, run_id, role, content,
+                                     tool_calls, tool_call_id, name, created_at)
+        SELECT
+            :transcript_thread,
+            (SELECT coalesce(max(thread_messages.position), -1) FROM thread_messages
+             WHERE thread_messages.thread_id = :transcript_thread)
+            + row_number() OVER (ORDER BY given.key),
+            json_extract(given.value, '$[0]'), :transcript_run, json_extract(given.value, '$[1]'),
+            json_extract(given.value, '$[2]'), json_quote(json_extract(given.value, '$[3]')),
+            json_extract(given.value, '$[4]'), json_extract(given.value, '$[5]'),
+            :transcript_created_at
+        FROM json_each(NEW.body, '$.transcript_rows') AS given
+        WHERE json_extract(given.value, '$[0]') NOT IN (
+            SELECT thread_messages.message_id FROM thread_messages
+            WHERE thread_messages.thread_id = :transcript_thread
+        )""",
+    ),
 )
 
 
@@ -115,22 +125,13 @@ def transcript_part(
         unique[message["message_id"]] = {**unique.get(message["message_id"], {}), **message}
     rows = list(unique.values())
 
-    def alone(connection: Connection) -> dict[str, Any]:
-        shared = {"thread_id": thread_id, "of_thread": thread_id, "run_id": run_id}
-        parameters = [
-            {**shared, "created_at": now, **{name: row.get(name) for name in TRANSCRIPT_FIELDS}}
-            for row in messages
-        ]
-        connection.execute(transcript_upsert(connection.dialect.name), parameters)
-        return {}
-
     parameters = {
         "transcript_thread": thread_id,
         "transcript_run": run_id,
         "transcript_created_at": now,
         "transcript_rows": [tuple(row.get(name) for name in TRANSCRIPT_FIELDS) for row in rows],
     }
-    return Part(TRANSCRIPT, parameters, alone)
+    return Part(TRANSCRIPT, parameters)
 
 
 async def append_run_messages(

@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine
 
 from juru.store.connections import KeptConnections
+from juru.store.joined import prepare_sqlite
 from juru.store.threads import DatabaseThreads
 
 T = TypeVar("T")
@@ -128,6 +129,7 @@ def _worked(connection: Connection, work: Callable[[Connection], T], synchronous
         connection.exec_driver_sql(f"PRAGMA synchronous={synchronous}")
         connection.info["synchronous"] = synchronous
     connection.info[_NOTICES] = []  # none of an earlier try's
+    prepare_sqlite(connection)  # the triggers that write a write's parts (`store.joined`)
     connection.exec_driver_sql("BEGIN IMMEDIATE")
     try:
         return work(connection)

@@ -1,0 +1,99 @@
+"""A write's parts on SQLite (`store.joined`): the triggers live on the writer's connection
+only, and the pruning of checkpoints gets its trigger once LangGraph's saver has its tables."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Connection, create_engine, text
+
+from juru.core.run_events import RunEventType
+from juru.store.checkpointer import set_up_saver
+from juru.store.database import Database, open_database
+from juru.store.joined import write_parts
+from juru.store.pruning import keep_latest_part
+from juru.store.run_log import NewRunEvent, events_part
+from juru.store.transactions import write
+from juru.store.urls import DatabaseUrl
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def sqlite_url(sqlite_template: Path, tmp_path: Path) -> DatabaseUrl:
+    """A migrated SQLite file without LangGraph's saver tables."""
+    shutil.copyfile(sqlite_template, tmp_path / "juru.db")
+    return DatabaseUrl.parse(f"sqlite:///{tmp_path}/juru.db")
+
+
+@pytest.fixture
+async def database(sqlite_url: DatabaseUrl) -> AsyncIterator[Database]:
+    database = open_database(sqlite_url)
+    yield database
+    await database.dispose()
+
+
+def checkpoints_of(database: DatabaseUrl, thread: str) -> list[str]:
+    engine = create_engine(database.sync_url())
+    try:
+        with engine.connect() as connection:
+            rows = connection.execute(
+                text("SELECT checkpoint_id FROM checkpoints WHERE thread_id = :t ORDER BY 1"),
+                {"t": thread},
+            )
+            return [str(row[0]) for row in rows]
+    finally:
+        engine.dispose()
+
+
+async def test_pruning_waits_for_the_savers_tables_and_then_prunes(
+    sqlite_url: DatabaseUrl, database: Database
+) -> None:
+    # No saver tables yet: the pruning part has nothing to write, and the write's other parts
+    # (an account's row here) are written all the same.
+    def prune(connection: Connection) -> None:
+        connection.execute(
+            text(
+                "INSERT INTO accounts (id, name, tier, balance_rupiah, held_rupiah, created_at) "
+                "VALUES ('acc_1', 'one', 'standard', 0, 0, '2026-01-01 00:00:00')"
+            )
+        )
+        write_parts(connection, [keep_latest_part("thread-1")])
+
+    await write(database, prune)
+    # The tables made by another connection (as `juru serve` does when it starts), and
+    # checkpoints written to them: the writer's next write makes the trigger and prunes.
+    await set_up_saver(sqlite_url)
+
+    def three_checkpoints(connection: Connection) -> None:
+        for thread, checkpoint in [("thread-1", "1"), ("thread-1", "2"), ("thread-2", "1")]:
+            connection.execute(
+                text(
+                    "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
+                    "checkpoint, metadata) VALUES (:t, '', :c, x'00', x'00')"
+                ),
+                {"t": thread, "c": checkpoint},
+            )
+
+    await write(database, three_checkpoints)
+    await write(
+        database, lambda connection: write_parts(connection, [keep_latest_part("thread-1")])
+    )
+    assert checkpoints_of(sqlite_url, "thread-1") == ["2"]
+    assert checkpoints_of(sqlite_url, "thread-2") == ["1"]
+
+
+def test_parts_are_written_by_the_writers_connection_only(sqlite_url: DatabaseUrl) -> None:
+    # Another connection has no trigger: an INSERT into the view would write nothing, so the
+    # parts are refused before it.
+    engine = create_engine(sqlite_url.sync_url())
+    event = NewRunEvent(RunEventType.MESSAGE_COMPLETED, {"n": 1})
+    try:
+        with engine.begin() as connection, pytest.raises(RuntimeError, match="writer"):
+            write_parts(connection, [events_part([("run_1", event)], NOW)])
+    finally:
+        engine.dispose()
