@@ -1,5 +1,6 @@
 """A write's parts on SQLite (`store.joined`): the triggers live on the writer's connection
-only, and the pruning of checkpoints gets its trigger once LangGraph's saver has its tables."""
+only, the pruning of checkpoints gets its trigger once LangGraph's saver has its tables, and a
+step's parts find their rows by unique keys."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ from sqlalchemy import Connection, create_engine, text
 from juru.core.run_events import RunEventType
 from juru.store.checkpointer import set_up_saver
 from juru.store.database import Database, open_database
-from juru.store.joined import write_parts
+from juru.store.joined import Part, write_parts
 from juru.store.pruning import keep_latest_part
 from juru.store.run_log import NewRunEvent, events_part
 from juru.store.transactions import write
+from juru.store.transcript import transcript_part
 from juru.store.urls import DatabaseUrl
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -97,3 +99,63 @@ def test_parts_are_written_by_the_writers_connection_only(sqlite_url: DatabaseUr
             write_parts(connection, [events_part([("run_1", event)], NOW)])
     finally:
         engine.dispose()
+
+
+def seed_account_thread_and_run(connection: Connection) -> None:
+    day = "'2026-01-01 00:00:00'"
+    for statement in (
+        "INSERT INTO accounts (id, name, tier, balance_rupiah, held_rupiah, created_at) "
+        f"VALUES ('acc', 'acc', 'standard', 0, 0, {day})",
+        "INSERT INTO agents (id, account_id, name, model_id, system_prompt, tools, builtin_tools, "
+        "max_steps, mcp_servers, agent_tools, revision, created_at, updated_at) VALUES ('agt', "
+        f"'acc', 'a', 'm', 's', '[]', '[]', 10, '[]', '[]', 1, {day}, {day})",
+        "INSERT INTO threads (id, account_id, agent_id, created_at) "
+        f"VALUES ('thr', 'acc', 'agt', {day})",
+        "INSERT INTO runs (id, account_id, thread_id, agent_id, status, step_count, max_steps, "
+        "cost_rupiah, input, pause_count, attempts, active_seconds, created_at, updated_at) "
+        f"VALUES ('run', 'acc', 'thr', 'agt', 'running', 0, 10, 0, '[]', 0, 0, 0, {day}, {day})",
+    ):
+        connection.execute(text(statement))
+
+
+async def test_a_steps_parts_cost_sqlite_the_same_in_a_long_thread(database: Database) -> None:
+    # A step's transcript rows and events are found by their thread's (run's) unique keys, not
+    # by reading the thread's messages (the run's events): the work SQLite's machine does for
+    # one step's parts, counted in its instructions, does not grow with the conversation.
+    await write(database, seed_account_thread_and_run)
+
+    def step_parts(first: int, count: int) -> list[Part | None]:
+        messages = [
+            {"message_id": f"m{n}", "role": "assistant", "content": f"reply {n}"}
+            for n in range(first, first + count)
+        ]
+        events = [
+            ("run", NewRunEvent(RunEventType.MESSAGE_COMPLETED, {"n": n}, key=f"m{n}"))
+            for n in range(first, first + count)
+        ]
+        return [transcript_part("thr", "run", messages, NOW), events_part(events, NOW)]
+
+    async def instructions_of(parts: list[Part | None]) -> int:
+        counted = [0]
+
+        def counting(connection: Connection) -> None:
+            driver = connection.connection.driver_connection
+            assert driver is not None
+
+            def count() -> int:
+                counted[0] += 1
+                return 0
+
+            driver.set_progress_handler(count, 1)
+            try:
+                write_parts(connection, parts)
+            finally:
+                driver.set_progress_handler(None, 1)
+
+        await write(database, counting)
+        return counted[0]
+
+    short = await instructions_of(step_parts(0, 2))
+    await write(database, lambda c: write_parts(c, step_parts(2, 3000)))
+    long = await instructions_of(step_parts(3002, 2))
+    assert long < short * 1.5, (short, long)

@@ -85,12 +85,20 @@ TRANSCRIPT = JoinedSql(
     # before the first row goes in, as it reads the table written).
     kind="transcript",
     sqlite=(
+        # The ids given, looked up by the thread's index of them (a join with the given rows
+        # would read the whole thread).
         """UPDATE thread_messages
-        SET content = json_extract(given.value, '$[2]'),
-            tool_calls = json_quote(json_extract(given.value, '$[3]'))
-        FROM json_each(NEW.body, '$.transcript_rows') AS given
+        SET (content, tool_calls) = (
+            SELECT json_extract(given.value, '$[2]'),
+                json_quote(json_extract(given.value, '$[3]'))
+            FROM json_each(NEW.body, '$.transcript_rows') AS given
+            WHERE json_extract(given.value, '$[0]') = thread_messages.message_id
+        )
         WHERE thread_messages.thread_id = :transcript_thread
-            AND thread_messages.message_id = json_extract(given.value, '$[0]')""",
+            AND thread_messages.message_id IN (
+                SELECT json_extract(given.value, '$[0]')
+                FROM json_each(NEW.body, '$.transcript_rows') AS given
+            )""",
         """INSERT INTO thread_messages (thread_id, position, message_id, run_id, role, content,
                                      tool_calls, tool_call_id, name, created_at)
         SELECT
@@ -103,9 +111,10 @@ TRANSCRIPT = JoinedSql(
             json_extract(given.value, '$[4]'), json_extract(given.value, '$[5]'),
             :transcript_created_at
         FROM json_each(NEW.body, '$.transcript_rows') AS given
-        WHERE json_extract(given.value, '$[0]') NOT IN (
-            SELECT thread_messages.message_id FROM thread_messages
+        WHERE NOT EXISTS (
+            SELECT 1 FROM thread_messages
             WHERE thread_messages.thread_id = :transcript_thread
+                AND thread_messages.message_id = json_extract(given.value, '$[0]')
         )""",
     ),
 )
