@@ -1,6 +1,6 @@
 """`store.holds` on both databases: a hold is taken whole or not at all, and a debit gives back
-exactly the holds it names that are still there (on PostgreSQL each of these is one statement;
-on SQLite, two)."""
+exactly the holds it names that are still there (each of these one statement: on SQLite the
+statements of a trigger, `store.joined`)."""
 
 from __future__ import annotations
 

@@ -131,7 +131,8 @@ class Part:
 def write_parts(connection: Connection, parts: Sequence[Part | None]) -> dict[str, Any]:
     """Write the parts in order (None: nothing to write), inside the caller's transaction: on
     PostgreSQL in one statement, or one per run of parts that write different tables; on
-    SQLite each on its own. Returns the results the parts name."""
+    SQLite in one statement (the parts' rows of `juru_parts`). Returns the results the parts
+    name."""
     given = [part for part in parts if part is not None]
     results: dict[str, Any] = {}
     if connection.dialect.name != "postgresql":
