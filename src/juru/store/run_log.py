@@ -111,6 +111,12 @@ def step_event(step_count: int, cost_rupiah: Decimal) -> NewRunEvent:
     )
 
 
+# A fresh event's id: its run's last id, plus its place among the run's events appended.
+_NEXT_SEQ = """(SELECT coalesce(max(run_events.seq), 0) FROM run_events
+             WHERE run_events.run_id = fresh.run_id)
+            + row_number() OVER (PARTITION BY fresh.run_id ORDER BY fresh.position)"""
+
+
 # PostgreSQL: the events, given as rows of one JSON value (`JsonRows`), appended and the
 # notices sent, as a part of a joined statement (`store.joined`). The events whose key the
 # run's log holds already (a redone step's) are left out before the rest are numbered, each
@@ -137,13 +143,11 @@ EVENTS_AND_NOTICES = JoinedSql(
             ) AS known ON true
             WHERE known.found IS NULL
         )""",
-        """events_appended AS (
+        f"""events_appended AS (
             INSERT INTO run_events (run_id, seq, type, key, data, created_at)
             SELECT
                 fresh.run_id,
-                (SELECT coalesce(max(run_events.seq), 0) FROM run_events
-                 WHERE run_events.run_id = fresh.run_id)
-                + row_number() OVER (PARTITION BY fresh.run_id ORDER BY fresh.position),
+                {_NEXT_SEQ},
                 fresh.type, fresh.key, fresh.data, :events_created_at
             FROM events_fresh AS fresh
         )""",
@@ -162,12 +166,10 @@ EVENTS_AND_NOTICES = JoinedSql(
     # SELECT is evaluated whole before the first row goes in, as it reads the table written.
     kind="events",
     sqlite=(
-        """INSERT INTO run_events (run_id, seq, type, "key", data, created_at)
+        f"""INSERT INTO run_events (run_id, seq, type, "key", data, created_at)
         SELECT
             fresh.run_id,
-            (SELECT coalesce(max(run_events.seq), 0) FROM run_events
-             WHERE run_events.run_id = fresh.run_id)
-            + row_number() OVER (PARTITION BY fresh.run_id ORDER BY fresh.position),
+            {_NEXT_SEQ},
             fresh.type, fresh.event_key, fresh.data, :events_created_at
         FROM (
             SELECT json_extract(given.value, '$[0]') AS run_id,
