@@ -7,14 +7,17 @@ from __future__ import annotations
 import shutil
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 from sqlalchemy import Connection, create_engine, text
 
 from juru.core.run_events import RunEventType
+from juru.store.accounts import account_by_id, create_account
 from juru.store.checkpointer import set_up_saver
 from juru.store.database import Database, open_database
+from juru.store.holds import debit_part
 from juru.store.joined import Part, write_parts
 from juru.store.pruning import keep_latest_part
 from juru.store.run_log import NewRunEvent, events_part
@@ -55,18 +58,13 @@ def checkpoints_of(database: DatabaseUrl, thread: str) -> list[str]:
 async def test_pruning_waits_for_the_savers_tables_and_then_prunes(
     sqlite_url: DatabaseUrl, database: Database
 ) -> None:
-    # No saver tables yet: the pruning part has nothing to write, and the write's other parts
-    # (an account's row here) are written all the same.
-    def prune(connection: Connection) -> None:
-        connection.execute(
-            text(
-                "INSERT INTO accounts (id, name, tier, balance_rupiah, held_rupiah, created_at) "
-                "VALUES ('acc_1', 'one', 'standard', 0, 0, '2026-01-01 00:00:00')"
-            )
-        )
-        write_parts(connection, [keep_latest_part("thread-1")])
-
-    await write(database, prune)
+    # No saver tables yet: the pruning part has nothing to write, and is left out; the write's
+    # other parts (a debit here) are written all the same.
+    account = await create_account(database, "one", "standard", Decimal(10), NOW)
+    parts = [keep_latest_part("thread-1"), debit_part(account.id, Decimal(1))]
+    await write(database, lambda connection: write_parts(connection, parts))
+    debited = await account_by_id(database, account.id)
+    assert debited is not None and debited.balance_rupiah == Decimal(9)
     # The tables made by another connection (as `juru serve` does when it starts), and
     # checkpoints written to them: the writer's next write makes the trigger and prunes.
     await set_up_saver(sqlite_url)
