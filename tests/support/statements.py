@@ -14,15 +14,7 @@ from sqlalchemy.engine.default import NO_CACHE_KEY
 def statements_sent(matches: Callable[[str], bool]) -> Iterator[list[str]]:
     """The statements that `matches` accepts, sent by any engine of this process while the
     block runs (on SQLite the store's reads run on the reader threads' own engine)."""
-    with _statements(lambda statement, _context: matches(statement)) as seen:
-        yield seen
-
-
-@contextmanager
-def statements_seen(accepts: Callable[[str, Any], bool]) -> Iterator[list[str]]:
-    """`statements_sent`, `accepts` given each statement with its execution context (its
-    `parameters`: on SQLite the parts of a joined write are parameters, `store.joined`)."""
-    with _statements(accepts) as seen:
+    with statements_seen(lambda statement, _context: matches(statement)) as seen:
         yield seen
 
 
@@ -44,7 +36,7 @@ def statements_compiled_each_time() -> Iterator[list[str]]:
         compiled = context is not None and context.compiled is not None
         return compiled and context.cache_hit == NO_CACHE_KEY
 
-    with _statements(uncached) as seen:
+    with statements_seen(uncached) as seen:
         yield seen
 
 
@@ -61,13 +53,14 @@ def statements_rendered_each_time() -> Iterator[list[str]]:
             compiled.post_compile_params or compiled.literal_execute_params
         )
 
-    with _statements(rendered) as seen:
+    with statements_seen(rendered) as seen:
         yield seen
 
 
 @contextmanager
-def _statements(accepts: Callable[[str, Any], bool]) -> Iterator[list[str]]:
-    """The statements `accepts` takes (given each with its execution context)."""
+def statements_seen(accepts: Callable[[str, Any], bool]) -> Iterator[list[str]]:
+    """`statements_sent`, `accepts` given each statement with its execution context (its
+    `parameters`: on SQLite the parts of a joined write are parameters, `store.joined`)."""
     seen: list[str] = []
 
     def record(
