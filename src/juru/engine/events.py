@@ -107,15 +107,28 @@ def changed_to(
     return payload if _fits(payload) else run_id
 
 
-def _run_of(payload: str) -> str:
-    """The run a payload is of ("" for one of no run: work for any worker, a hello)."""
+@dataclass(frozen=True)
+class _Said:
+    """A payload taken apart: its kind (WORK, HELLO, a one-character prefix, or "" for a bare
+    run id), the run it is of ("" for none: work for any worker, a hello), what follows the run
+    id (JSON, a delta's text; "" for nothing) and, for a hand-off, the worker it names."""
+
+    kind: str
+    run_id: str = ""
+    text: str = ""
+    worker: str = ""
+
+
+def _taken_apart(payload: str) -> _Said:
     if payload.startswith(WORK):
-        return payload[len(WORK) :].strip().partition(" ")[2].partition(" ")[0]
+        worker, _, handed = payload[len(WORK) :].strip().partition(" ")
+        run_id, _, text = handed.partition(" ")
+        return _Said(WORK, run_id, text, worker)
     if payload == HELLO:
-        return ""
-    if payload[:1] in (STATE, LOG_GREW, DELTA, LEASE, INTEREST):
-        payload = payload[1:]
-    return payload.partition(" ")[0]
+        return _Said(HELLO)
+    kind = payload[:1] if payload[:1] in (STATE, LOG_GREW, DELTA, LEASE, INTEREST) else ""
+    run_id, _, text = payload[len(kind) :].partition(" ")
+    return _Said(kind, run_id, text)
 
 
 def _fits(payload: str) -> bool:
@@ -329,7 +342,7 @@ class LocalRunEvents:
     def hear(self, payload: str) -> None:
         """Deliver what another process said, unless it is of a run this process is writing
         (`writing`): that waits for the write's own notices."""
-        held = self._held.get(_run_of(payload)) if self._held else None
+        held = self._held.get(_taken_apart(payload).run_id) if self._held else None
         if held is not None:
             held.append(payload)
             return
@@ -349,49 +362,42 @@ class LocalRunEvents:
                 self.deliver(payload)
 
     def deliver(self, payload: str) -> None:
-        if payload.startswith(WORK):
-            self._deliver_work(payload[len(WORK) :].strip())
-            return
-        if payload.startswith(DELTA):
-            run_id, _, text = payload[1:].partition(" ")
+        said = _taken_apart(payload)
+        run_id, text = said.run_id, said.text
+        if said.kind == WORK:
+            self._deliver_work(said)
+        elif said.kind == DELTA:
             self._deliver_delta(run_id, text)
-            return
-        if payload.startswith(INTEREST):
-            self._note_interest(payload[1:])
-            return
-        if payload == HELLO:
+        elif said.kind == INTEREST:
+            self._note_interest(run_id)
+        elif said.kind == HELLO:
             # A process that started after our streams did has not heard of them.
             self._in_background(self._tell_interests())
-            return
-        if payload.startswith(LEASE):
-            self._tell_workers(payload[1:])
-            for event in self._lease_watchers.get(payload[1:], ()):
+        elif said.kind == LEASE:
+            self._tell_workers(run_id)
+            for event in self._lease_watchers.get(run_id, ()):
                 event.set()
-            return
-        if payload.startswith(STATE):
-            run_id, _, text = payload[1:].partition(" ")
+        elif said.kind == STATE:
             self._deliver_change(run_id, *self._carried(run_id, text))
-            return
-        if not payload.startswith(LOG_GREW):
-            self._deliver_change(payload, None, None)
-            return
-        run_id, _, text = payload[1:].partition(" ")
-        followers = self._followers.get(run_id, ())
-        events = _events_from(run_id, self._json_of(run_id, text)) if followers and text else None
-        for follower in followers:
-            follower.log_grew(events)
+        elif said.kind == LOG_GREW:
+            followers = self._followers.get(run_id, ())
+            events = (
+                _events_from(run_id, self._json_of(run_id, text)) if followers and text else None
+            )
+            for follower in followers:
+                follower.log_grew(events)
+        else:
+            self._deliver_change(run_id, None, None)
 
-    def _deliver_work(self, addressed: str) -> None:
-        if not addressed:
+    def _deliver_work(self, said: _Said) -> None:
+        if not said.worker:
             self._work.set()
             return
-        worker, _, handed = addressed.partition(" ")
-        hand_offs = self._workers.get(worker)
+        hand_offs = self._workers.get(said.worker)
         if hand_offs is None:
             return  # another process's worker
-        run_id, _, text = handed.partition(" ")
-        carried = self._json_of(run_id, text) if text else None
-        hand_offs.hand(run_id, carried if isinstance(carried, dict) else None)
+        carried = self._json_of(said.run_id, said.text) if said.text else None
+        hand_offs.hand(said.run_id, carried if isinstance(carried, dict) else None)
 
     def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
