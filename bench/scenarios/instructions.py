@@ -35,6 +35,8 @@ LATENCY = 0.0
 # Under callgrind a step takes about a second of CPU: leases that outlast it.
 SLOW_SERVER = {"JURU_LEASE_SECONDS": "600", "PYTHONHASHSEED": "0"}
 DUMP = "measured"
+# (measured runs, warm runs after every worker's first) in quick mode and in a full run.
+QUICK_RUNS, FULL_RUNS = (2, 1), (10, 3)
 TOTALS = re.compile(r"^(?:summary|totals):\s+(\d+)", re.MULTILINE)
 
 
@@ -46,7 +48,7 @@ def missing() -> str | None:
 
 
 async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
-    runs, warm_runs = (2, 1) if quick else (10, 3)
+    runs, warm_runs = QUICK_RUNS if quick else FULL_RUNS
     result: dict[str, Any] = {"scenario": "instructions", "db": dialect, "runs": runs}
     error = missing()
     if error is not None:

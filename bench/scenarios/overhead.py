@@ -32,6 +32,10 @@ from bench.scenarios import floor_blocks
 LATENCY = 0.2
 STEPS_PER_RUN = 5
 BLOCK_RUNS = 5
+# Runs of each measured set (quick mode, full run): a multiple of BLOCK_RUNS. The census's runs
+# are fewer: its counts do not depend on the machine's speed. The smoke tests make them smaller.
+QUICK_RUNS, FULL_RUNS = 5, 30
+CENSUS_RUNS = 5
 
 
 def counters(bench: Stack, api: Api, database: bool, ending: bool = False) -> dict[str, float]:
@@ -115,7 +119,7 @@ async def warmed_threads(api: Api, bench: Stack, warm_runs: int, runs: int) -> l
 
 
 async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
-    runs = 5 if quick else 30
+    runs = QUICK_RUNS if quick else FULL_RUNS
     with stack(dialect, latency=LATENCY, tool_calls=STEPS_PER_RUN - 1) as bench:
         api = Api(bench.server.base_url, bench.key, connections=8)
         try:
@@ -189,7 +193,7 @@ async def census(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
     JURU_BENCH_SQL=1): statements by verb and table per model step, over runs driven as the
     overhead scenario drives them. The counts do not depend on the machine's speed, so a few
     runs are enough."""
-    runs = 5
+    runs = CENSUS_RUNS
     env = {"JURU_BENCH_SQL": "1"}
     with stack(dialect, latency=LATENCY, tool_calls=STEPS_PER_RUN - 1, env=env) as bench:
         api = Api(bench.server.base_url, bench.key, connections=8)

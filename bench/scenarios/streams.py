@@ -44,6 +44,8 @@ FULL_WINDOW = 30.0
 PARKED_EVENTS = 6
 # Runs per block of the one-at-a-time part, which alternates streamed and `?wait=` blocks.
 BLOCK = 5
+# Runs of that part of each kind, streamed and `?wait=` (quick mode, full run).
+QUICK_RUNS, FULL_RUNS = 5, 30
 
 
 async def sequential(api: Api, threads: list[str], bench: Any) -> dict[str, Any]:
@@ -207,7 +209,7 @@ async def idle_streams(bench: Any, parked: list[str], idle_seconds: float) -> di
 
 
 async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
-    runs = 5 if quick else 30
+    runs = QUICK_RUNS if quick else FULL_RUNS
     window = QUICK_WINDOW if quick else FULL_WINDOW
     with stack(dialect, latency=LATENCY, tool_calls=STEPS_PER_RUN - 1) as bench:
         api = Api(bench.server.base_url, bench.key, connections=2 * CONCURRENT_STREAMS + 20)

@@ -23,6 +23,8 @@ LATENCY = 0.2
 # N / (steps per second): 3-8 s at N = 200-500 on this machine, so a shorter wait would count
 # plain queueing as stalls. A stall here is a run that made no progress for 30 s.
 WAIT_SECONDS = 30.0
+# (warm-up, measurement window) seconds at each level, in quick mode and in a full run.
+QUICK_WINDOWS, FULL_WINDOWS = (3.0, 5.0), (10.0, 30.0)
 
 
 async def measure_lanes(
@@ -81,7 +83,7 @@ async def run(dialect: str, quick: bool, out: Path) -> dict[str, Any]:
         levels = [int(level) for level in chosen.split(",")]
     else:
         levels = [10, 50] if quick else [10, 100, 200, 500]
-    warmup, window = (3.0, 5.0) if quick else (10.0, 30.0)
+    warmup, window = QUICK_WINDOWS if quick else FULL_WINDOWS
     rows = []
     for concurrency in levels:
         with stack(dialect, latency=LATENCY) as bench:

@@ -19,7 +19,7 @@ from bench import http_floor, report, run
 from bench.client import TOOL
 from bench.harness import POSTGRES_URL, FakeModel, create_postgres_database, drop_postgres_database
 from bench.profile import attribute
-from bench.scenarios import baseline, latency, overhead, peers, streams, throughput
+from bench.scenarios import baseline, instructions, latency, overhead, peers, streams, throughput
 from juru.agents.hosted import build_hosted_agent
 
 pytestmark = pytest.mark.e2e
@@ -284,6 +284,10 @@ def test_a_missed_overhead_target_names_the_floor_measured_in_the_same_sitting()
 
 def test_overhead_scenario_quick(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(overhead, "LATENCY", 0.05)  # the scenario's path, at a quarter of the wait
+    # Smaller than quick mode: every set of runs (measured, profiled, each kind of the
+    # alternation, Juru's against the floor) is one block of 2 runs.
+    monkeypatch.setattr(overhead, "QUICK_RUNS", 2)
+    monkeypatch.setattr(overhead, "BLOCK_RUNS", 2)
     assert (
         run.main(["--db", "sqlite", "--scenarios", "overhead", "--quick", "--out", str(tmp_path)])
         == 0
@@ -328,6 +332,7 @@ def test_census_scenario_counts_a_steps_statements_and_makes_them_a_target(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(overhead, "LATENCY", 0.05)
+    monkeypatch.setattr(overhead, "CENSUS_RUNS", 2)  # statements per step: 2 runs count them
     # Runs on a server of its own: the census is never on for the overhead scenario's.
     monkeypatch.delenv("JURU_BENCH_SQL", raising=False)
     argv = ["--db", "sqlite", "--scenarios", "census", "--out", str(tmp_path)]
@@ -354,8 +359,11 @@ def test_census_scenario_counts_a_steps_statements_and_makes_them_a_target(
 
 
 def test_instructions_scenario_counts_the_measured_runs_of_every_server_process(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Smaller than quick mode: one measured run (a run under callgrind takes seconds), after
+    # the warm-up of every worker process and no other warm run.
+    monkeypatch.setattr(instructions, "QUICK_RUNS", (1, 0))
     argv = ["--db", "sqlite", "--scenarios", "instructions", "--quick", "--out", str(tmp_path)]
     assert run.main(argv) == 0
     result = json.loads((tmp_path / "instructions-sqlite.json").read_text())
@@ -374,7 +382,10 @@ def test_instructions_scenario_counts_the_measured_runs_of_every_server_process(
     assert rows[0][4] == f"{result['instructions_per_step'] / 1e6:.2f} M"
 
 
-def test_latency_scenario_takes_every_step_apart_in_parts_that_add_up(tmp_path: Path) -> None:
+def test_latency_scenario_takes_every_step_apart_in_parts_that_add_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(latency, "LATENCY", 0.05)  # every part of the path, a quarter of the wait
     argv = ["--db", "sqlite", "--scenarios", "latency", "--quick", "--out", str(tmp_path)]
     assert run.main(argv) == 0
     result = json.loads((tmp_path / "latency-sqlite.json").read_text())
@@ -402,6 +413,8 @@ def test_throughput_scenario_times_each_steps_wait(
 ) -> None:
     monkeypatch.setattr(throughput, "LATENCY", 0.05)
     monkeypatch.setenv("JURU_BENCH_LEVELS", "4")
+    # Smaller than quick mode: 1.5 s of warm-up (every worker's first run), a 2 s window.
+    monkeypatch.setattr(throughput, "QUICK_WINDOWS", (1.5, 2.0))
     arguments = ["--db", "sqlite", "--scenarios", "throughput", "--quick", "--out", str(tmp_path)]
     assert run.main(arguments) == 0
     [row] = json.loads((tmp_path / "throughput-sqlite.json").read_text())["rows"]
@@ -417,9 +430,10 @@ def test_throughput_scenario_times_each_steps_wait(
 def test_peer_scenarios_run_the_same_graph_in_process_and_in_the_playground(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Smaller than quick mode: one sequential run, one level of 2 clients for a second, and
-    # alternating blocks of one run each.
-    monkeypatch.setattr(peers, "levels", lambda quick: ([2], 0.5, 1.0, 1))
+    # Smaller than quick mode: model calls of 50 ms, one sequential run, one level of 2 clients
+    # for half a second, and alternating blocks of one run each.
+    monkeypatch.setattr(peers, "LATENCY", 0.05)
+    monkeypatch.setattr(peers, "levels", lambda quick: ([2], 0.2, 0.5, 1))
     monkeypatch.setattr(peers, "alternation", lambda quick: (2, 1))
     argv = ["--db", "sqlite", "--scenarios", "bare,playground", "--quick", "--out", str(tmp_path)]
     assert run.main(argv) == 0
@@ -451,8 +465,11 @@ def test_peer_scenarios_run_the_same_graph_in_process_and_in_the_playground(
 def test_streams_scenario_follows_runs_and_holds_streams_open(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Smaller than quick mode: 3 concurrent streams, 20 open ones, half-second windows.
+    # Smaller than quick mode: model calls of 50 ms, 2 runs of each kind one at a time, 3
+    # concurrent streams, 20 open ones, half-second windows.
     for name, value in {
+        "LATENCY": 0.05,
+        "QUICK_RUNS": 2,
         "CONCURRENT_STREAMS": 3,
         "CONCURRENT_LATENCY": 0.2,
         "OPEN_STREAMS": 20,
