@@ -364,6 +364,9 @@ def test_instructions_scenario_counts_the_measured_runs_of_every_server_process(
     # Smaller than quick mode: one measured run (a run under callgrind takes seconds), after
     # the warm-up of every worker process and no other warm run.
     monkeypatch.setattr(instructions, "QUICK_RUNS", (1, 0))
+    # One worker process beside the API process: each starts and warms under valgrind.
+    slow_server = {**instructions.SLOW_SERVER, "JURU_WORKER_PROCESSES": "1"}
+    monkeypatch.setattr(instructions, "SLOW_SERVER", slow_server)
     argv = ["--db", "sqlite", "--scenarios", "instructions", "--quick", "--out", str(tmp_path)]
     assert run.main(argv) == 0
     result = json.loads((tmp_path / "instructions-sqlite.json").read_text())
@@ -413,8 +416,9 @@ def test_throughput_scenario_times_each_steps_wait(
 ) -> None:
     monkeypatch.setattr(throughput, "LATENCY", 0.05)
     monkeypatch.setenv("JURU_BENCH_LEVELS", "4")
-    # Smaller than quick mode: 1.5 s of warm-up (every worker's first run), a 2 s window.
-    monkeypatch.setattr(throughput, "QUICK_WINDOWS", (1.5, 2.0))
+    # Smaller than quick mode: a second of warm-up (every lane past its first run), a window
+    # of 1.5 s (some twenty runs' steps, their waits, at 4 lanes).
+    monkeypatch.setattr(throughput, "QUICK_WINDOWS", (1.0, 1.5))
     arguments = ["--db", "sqlite", "--scenarios", "throughput", "--quick", "--out", str(tmp_path)]
     assert run.main(arguments) == 0
     [row] = json.loads((tmp_path / "throughput-sqlite.json").read_text())["rows"]
