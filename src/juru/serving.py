@@ -4,9 +4,10 @@ HTTP never waits behind run execution: the API process has no workers; each work
 (stable name `<instance>/w<i>`) runs up to JURU_WORKERS runs. The first workers are forks of the
 server, made once its imports are done and before it has a thread or an event loop, so a start
 imports Juru once; a worker that dies is started again as `juru worker` (a fresh program: the
-server has threads by then). SIGTERM or SIGINT stops the API, then the workers. The instance
-owns its name (an flock on `<db>.serve.lock` on SQLite, an advisory lock on PostgreSQL), so at
-start it knows the runs leased under that name are orphans and takes them back at once.
+server has threads by then), until a stop signal: SIGTERM or SIGINT stops the API, then the
+workers. The instance owns its name (an flock on `<db>.serve.lock` on SQLite, an advisory lock
+on PostgreSQL), so at start it knows the runs leased under that name are orphans and takes them
+back at once.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any, Protocol, TypeVar
 
 import psycopg
@@ -348,8 +350,16 @@ class WorkerProcesses:
         finally:
             await self.stop()
 
-    async def stop(self) -> None:
+    def begin_stopping(self) -> None:
+        """The server is stopping: a worker process that exits from now on is not started
+        again. A stop signal sent to the process group (Ctrl-C, a service manager) reaches the
+        workers too, and they exit while the API still answers the requests it has (up to
+        `GRACEFUL_SHUTDOWN_SECONDS`); started again, they would take runs back from a server
+        on its way out."""
         self._stopping = True
+
+    async def stop(self) -> None:
+        self.begin_stopping()
         for process in self._processes.values():
             if process.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
@@ -400,9 +410,22 @@ def server_config(app: Any, settings: Settings, host: str, port: int) -> uvicorn
     )
 
 
+class ApiServer(uvicorn.Server):
+    """uvicorn's server, telling the worker processes' supervisor of a stop signal the moment
+    it arrives (`WorkerProcesses.begin_stopping`), not once the API has stopped."""
+
+    def __init__(self, config: uvicorn.Config, workers: WorkerProcesses) -> None:
+        super().__init__(config)
+        self.workers = workers
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self.workers.begin_stopping()
+        super().handle_exit(sig, frame)
+
+
 async def serve_with_worker_processes(config: uvicorn.Config, workers: WorkerProcesses) -> None:
     """Serve HTTP here while the worker processes run; stop them after the server stops."""
-    server = uvicorn.Server(config)
+    server = ApiServer(config, workers)
     # uvicorn re-raises the stop signal once it is done: this handler takes it instead of the
     # default one, which would end the process before the workers are stopped.
     for signum in (signal.SIGTERM, signal.SIGINT):

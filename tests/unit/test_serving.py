@@ -1,4 +1,5 @@
-"""`juru serve`'s process counts and instance names, from settings alone; its forked workers."""
+"""`juru serve`'s process counts and instance names, from settings alone; its forked workers,
+and their supervisor once the server is stopping."""
 
 from __future__ import annotations
 
@@ -8,12 +9,16 @@ import os
 import signal
 import socket
 import threading
+from typing import Any
 
 import httpx
 import pytest
+import uvicorn
 
+from juru import serving
 from juru.serving import (
     GC_YOUNG_THRESHOLD,
+    ApiServer,
     ForkedProcess,
     WorkerProcesses,
     default_worker_processes,
@@ -158,3 +163,61 @@ def test_a_forked_worker_is_waited_for_by_everyone_who_asks() -> None:
     assert asyncio.run(both()) == [3, 3]
     assert forked.returncode == 3
     forked.send_signal(signal.SIGTERM)  # an exited child is not signalled (its pid is free)
+
+
+class ExitingProcess:
+    """A worker process that exits when told to (`exit`), for the supervisor's loop."""
+
+    def __init__(self) -> None:
+        self.returncode: int | None = None
+        self.exited = asyncio.Event()
+
+    def send_signal(self, signum: int) -> None:
+        self.exit(-signum)
+
+    def kill(self) -> None:
+        self.exit(-signal.SIGKILL)
+
+    def exit(self, code: int) -> None:
+        self.returncode = code
+        self.exited.set()
+
+    async def wait(self) -> int:
+        await self.exited.wait()
+        assert self.returncode is not None
+        return self.returncode
+
+
+class Restarted(Exception):
+    """The supervisor started a worker process again."""
+
+
+@pytest.mark.parametrize("stopping", [True, False])
+def test_a_worker_that_exits_once_the_server_is_stopping_is_not_started_again(
+    stopping: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A stop signal sent to the process group reaches the workers too: they exit while the
+    # API still answers its open requests, and were started again meanwhile.
+    async def start_again(*command: str, **options: Any) -> None:
+        raise Restarted(command)
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", start_again)
+    monkeypatch.setattr(serving, "RESTART_PAUSE_SECONDS", 0.0)
+    workers = WorkerProcesses("local", 1, ())
+    worker = ExitingProcess()
+    workers._processes[0] = worker
+
+    async def supervise() -> None:
+        supervising = asyncio.create_task(workers._keep_running(0))
+        if stopping:
+            server = ApiServer(uvicorn.Config(app=None), workers)
+            server.handle_exit(signal.SIGTERM, None)
+            assert server.should_exit
+        worker.exit(0)
+        await supervising
+
+    if stopping:
+        asyncio.run(supervise())  # it returns, with nothing started again
+    else:
+        with pytest.raises(Restarted):
+            asyncio.run(supervise())
