@@ -90,3 +90,11 @@ def create_app(
             allow_headers=["Content-Type"],
         )
     return app
+
+
+def stop_long_polls(app: FastAPI) -> None:
+    """The server is stopping: the app's `?wait=` long-polls answer now with their runs as they
+    stand (`HostedService.stop_waiting`); nothing to do before its lifespan has started."""
+    context = getattr(app.state, "context", None)
+    if context is not None:
+        context.hosted.stop_waiting()

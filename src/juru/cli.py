@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
-import uvicorn
 from rich.console import Console
 
 from juru.billing.accounts import AccountAdmin, AccountAdminError, parse_rupiah
@@ -73,6 +72,7 @@ def serve(
     """Serve the HTTP API, with runs executed by worker processes beside it."""
     import_for_a_server("juru.serving")
     from juru.serving import (
+        ApiServer,
         InstanceTakenError,
         WorkerProcesses,
         instance_name,
@@ -111,7 +111,7 @@ def serve(
         with owned_instance(database, name) as inherited_fd:
             # The instance is this process's: only now is the whole stack worth importing.
             import_for_a_server("juru.app")
-            from juru.app import create_app
+            from juru.app import create_app, stop_long_polls
 
             if settings.workers > 0:
                 # This instance owns its name: runs still leased under it have no live worker.
@@ -120,7 +120,8 @@ def serve(
             if processes == 0:
                 app = create_app(settings, worker_name=f"{name}/w0", on_started=settle_heap)
                 config = server_config(app, settings, bind_host, bind_port)
-                run_event_loop(uvicorn.Server(config).serve(), settings)
+                server = ApiServer(config, [functools.partial(stop_long_polls, app)])
+                run_event_loop(server.serve(), settings)
                 return
             fds = () if inherited_fd is None else (inherited_fd,)
             supervised = WorkerProcesses(name, processes, fds)
@@ -129,7 +130,8 @@ def serve(
             api_only = settings.model_copy(update={"workers": 0})
             app = create_app(api_only, on_started=settle_heap)
             config = server_config(app, settings, bind_host, bind_port)
-            run_event_loop(serve_with_worker_processes(config, supervised), settings)
+            on_stop = [functools.partial(stop_long_polls, app)]
+            run_event_loop(serve_with_worker_processes(config, supervised, on_stop), settings)
     except InstanceTakenError as error:
         console.print(f"[red]error:[/red] {error}")
         raise typer.Exit(1) from None

@@ -23,7 +23,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -411,21 +411,34 @@ def server_config(app: Any, settings: Settings, host: str, port: int) -> uvicorn
 
 
 class ApiServer(uvicorn.Server):
-    """uvicorn's server, telling the worker processes' supervisor of a stop signal the moment
-    it arrives (`WorkerProcesses.begin_stopping`), not once the API has stopped."""
+    """uvicorn's server, telling the rest of the process of a stop signal the moment it
+    arrives, not once the API has stopped: `on_stop` (the worker processes' supervisor, whose
+    workers are not started again; the app's long-polls, which answer at once) is called in the
+    signal's handler."""
 
-    def __init__(self, config: uvicorn.Config, workers: WorkerProcesses) -> None:
+    def __init__(self, config: uvicorn.Config, on_stop: Sequence[Callable[[], None]]) -> None:
         super().__init__(config)
-        self.workers = workers
+        self.on_stop = on_stop
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        self.workers.begin_stopping()
+        for stop in self.on_stop:
+            stop()
         super().handle_exit(sig, frame)
 
 
-async def serve_with_worker_processes(config: uvicorn.Config, workers: WorkerProcesses) -> None:
+def supervising_server(
+    config: uvicorn.Config, workers: WorkerProcesses, on_stop: Sequence[Callable[[], None]] = ()
+) -> ApiServer:
+    """The API's server in a process that supervises `workers`: a stop signal stops their
+    restarts, then does `on_stop`."""
+    return ApiServer(config, [workers.begin_stopping, *on_stop])
+
+
+async def serve_with_worker_processes(
+    config: uvicorn.Config, workers: WorkerProcesses, on_stop: Sequence[Callable[[], None]] = ()
+) -> None:
     """Serve HTTP here while the worker processes run; stop them after the server stops."""
-    server = ApiServer(config, workers)
+    server = supervising_server(config, workers, on_stop)
     # uvicorn re-raises the stop signal once it is done: this handler takes it instead of the
     # default one, which would end the process before the workers are stopped.
     for signum in (signal.SIGTERM, signal.SIGINT):

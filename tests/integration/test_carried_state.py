@@ -301,3 +301,20 @@ async def test_the_service_checks_the_wait_before_it_takes_the_outputs(
             hosted.account_id, paused["id"], outputs, wait=31
         )
     assert await hosted.get_run(paused["id"]) == paused
+
+
+async def test_a_stopping_server_answers_its_waits_at_once_with_the_runs_as_they_stand(
+    hosted: HostedHarness,
+) -> None:
+    # A stop signal lets the API answer its open requests for up to 10 s, then cuts them: a
+    # `?wait=` of a run still working would hold the stop that long and get no answer.
+    run = await resumed_run(hosted)
+    async with waiting(hosted, run["id"]) as waiter:
+        hosted.context.hosted.stop_waiting()  # what the signal's handler calls
+        answered = await asyncio.wait_for(waiter, 10)
+    assert answered.status_code == 200
+    assert answered.json()["status"] in {"queued", "running"}
+    assert answered.json() == await hosted.get_run(run["id"])
+    # A wait asked once the server is stopping does not wait either.
+    later = await asyncio.wait_for(hosted.client.get(f"/v1/runs/{run['id']}?wait=30"), 10)
+    assert later.json() == answered.json()

@@ -18,7 +18,6 @@ import uvicorn
 from juru import serving
 from juru.serving import (
     GC_YOUNG_THRESHOLD,
-    ApiServer,
     ForkedProcess,
     WorkerProcesses,
     default_worker_processes,
@@ -26,6 +25,7 @@ from juru.serving import (
     run_event_loop,
     server_config,
     settle_heap,
+    supervising_server,
     worker_process_count,
 )
 from juru.store.urls import DatabaseUrl
@@ -210,9 +210,12 @@ def test_a_worker_that_exits_once_the_server_is_stopping_is_not_started_again(
     async def supervise() -> None:
         supervising = asyncio.create_task(workers._keep_running(0))
         if stopping:
-            server = ApiServer(uvicorn.Config(app=None), workers)
+            told: list[str] = []
+            server = supervising_server(
+                uvicorn.Config(app=None), workers, [lambda: told.append("")]
+            )
             server.handle_exit(signal.SIGTERM, None)
-            assert server.should_exit
+            assert server.should_exit and told == [""]  # and the app's own stop is called
         worker.exit(0)
         await supervising
 

@@ -299,6 +299,10 @@ class RunEvents(Protocol):
         """An event set whenever the run changes while the context is open; with `leases`, also
         when only its lease moves (what a worker guarding its run must hear of)."""
 
+    def wake_watchers(self) -> None:
+        """Wake every watch of a run in this process (not the lease watches of workers), as a
+        change would: the server is stopping, and its waits answer now."""
+
     def follow(self, run_id: str) -> contextlib.AbstractAsyncContextManager[Follower]:
         """A follower woken whenever the run changes, its log grows or a delta arrives; the
         processes are told that the run is followed."""
@@ -531,6 +535,11 @@ class LocalRunEvents:
             watchers[run_id].discard(event)
             if not watchers[run_id]:
                 del watchers[run_id]
+
+    def wake_watchers(self) -> None:
+        for watchers in list(self._watchers.values()):
+            for event in watchers:
+                event.changed(None)
 
     @contextlib.asynccontextmanager
     async def follow(self, run_id: str) -> AsyncIterator[Follower]:

@@ -81,6 +81,8 @@ class HostedService:
     paused: PausedRuns = field(default_factory=PausedRuns)
     # Runs this process just resumed, for the `?wait=` that follows.
     resumed: ResumedRuns = field(default_factory=ResumedRuns)
+    # The server is stopping: waits answer at once (`stop_waiting`).
+    stopping: bool = False
 
     @property
     def engine(self) -> Any:
@@ -352,12 +354,24 @@ class HostedService:
         async with self.machine.events.watch(run_id) as changed:
             return await self._wait(await self.run(account_id, run_id), changed, deadline)
 
+    def stop_waiting(self) -> None:
+        """The server is stopping: every `wait_while_working`, now and from now on, answers at
+        once with the run as it stands, as at its deadline, so that no long-poll holds the stop
+        (for up to `serving.GRACEFUL_SHUTDOWN_SECONDS`, after which it would be cut without an
+        answer). Called from a stop signal's handler, on the loop's thread."""
+        with contextlib.suppress(RuntimeError):  # no loop running: no wait to end
+            asyncio.get_running_loop().call_soon_threadsafe(self._stop_waiting)
+
+    def _stop_waiting(self) -> None:
+        self.stopping = True
+        self.machine.events.wake_watchers()
+
     async def _wait(
         self, run: RunRecord, changed: RunChanged, deadline: float, *, read: bool = True
     ) -> RunRecord:
         """`wait_while_working` of `run` (as read when `read`, else as the last write here
         left it), watched by `changed` since."""
-        while run.status in SERVER_WORKING:
+        while run.status in SERVER_WORKING and not self.stopping:
             remaining = deadline - monotonic_clock.monotonic()
             if remaining <= 0:
                 break
