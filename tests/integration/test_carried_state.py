@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from juru.app import stop_long_polls
 from juru.core.errors import InvalidRequestError
 from juru.core.run_events import RunEventType
 from juru.engine.events import changed_to
@@ -310,7 +311,7 @@ async def test_a_stopping_server_answers_its_waits_at_once_with_the_runs_as_they
     # `?wait=` of a run still working would hold the stop that long and get no answer.
     run = await resumed_run(hosted)
     async with waiting(hosted, run["id"]) as waiter:
-        hosted.context.hosted.stop_waiting()  # what the signal's handler calls
+        stop_long_polls(hosted.app)  # what the stop signal's handler calls
         answered = await asyncio.wait_for(waiter, 10)
     assert answered.status_code == 200
     assert answered.json()["status"] in {"queued", "running"}
