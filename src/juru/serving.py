@@ -389,7 +389,8 @@ def _has_running_loop() -> bool:
     return True
 
 
-# Long-polls (`?wait=` up to 30 s) and streams must not hold a stopping server: 10 s, then cut.
+# Requests and streams must not hold a stopping server: 10 s, then cut (the `?wait=` long-polls,
+# up to 30 s, answer at the signal: `ApiServer`, `HostedService.stop_waiting`).
 GRACEFUL_SHUTDOWN_SECONDS = 10
 
 
