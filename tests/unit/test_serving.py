@@ -188,6 +188,10 @@ class ExitingProcess:
         return self.returncode
 
 
+def stopping_only(server: uvicorn.Server, sig: int, frame: Any) -> None:
+    server.should_exit = True
+
+
 class Restarted(Exception):
     """The supervisor started a worker process again."""
 
@@ -203,6 +207,9 @@ def test_a_worker_that_exits_once_the_server_is_stopping_is_not_started_again(
 
     monkeypatch.setattr(asyncio, "create_subprocess_exec", start_again)
     monkeypatch.setattr(serving, "RESTART_PAUSE_SECONDS", 0.0)
+    # uvicorn's own handler, as sse-starlette replaces it, would also tell every event stream
+    # of this process (the other tests') that the server stops.
+    monkeypatch.setattr(uvicorn.Server, "handle_exit", stopping_only)
     workers = WorkerProcesses("local", 1, ())
     worker = ExitingProcess()
     workers._processes[0] = worker
